@@ -1,0 +1,36 @@
+"""The exceptions precsearch raises.
+
+Two kinds matter to callers, as in Keras Tuner: an error in what the user gave us
+(:class:`UserInputError`: a bad model file, flag or policy file) stops everything with
+one line, while :class:`TrialFailed` fails a single trial and the search goes on.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PrecsearchError", "UserInputError", "TrialFailed"]
+
+
+class PrecsearchError(Exception):
+    """Root of every error precsearch raises on purpose."""
+
+
+class UserInputError(PrecsearchError, ValueError):
+    """Something the user gave us is wrong: a model file, a flag, a policy file.
+
+    The message is one line saying what was received and what was expected; the CLI
+    prints it and exits with status 2.
+    """
+
+
+class TrialFailed(PrecsearchError):
+    """One trial could not be run or measured; the study records it and goes on.
+
+    Args:
+        reason: A short machine-readable cause such as ``"timeout"`` or ``"out of memory"``.
+        detail: Free text for people (the last lines of a traceback, a signal name).
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail

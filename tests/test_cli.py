@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from precsearch import Policy
+from precsearch.cli import main
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "precsearch", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_help_does_not_import_tensorflow():
+    code = (
+        "import sys\n"
+        "from precsearch.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "usage: precsearch" in result.stdout
+
+
+def test_policy_command(tmp_path, capsys):
+    path = Policy(default="mixed_bfloat16", types={"Conv2D": "float32"}).save(tmp_path / "p.json")
+    assert main(["policy", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "mixed_bfloat16" in out and "Conv2D" in out
+
+
+def test_bad_policy_file_is_one_line_exit_2(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text('{"format": "precsearch.policy/1", "default": "fp8"}')
+    result = run_cli("policy", str(path))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "'default'" in lines[0]
+
+
+def test_bad_flag_exit_2():
+    result = run_cli("policy")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
