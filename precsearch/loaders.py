@@ -1,0 +1,197 @@
+"""Loading a user's model file (or callables) into a :class:`ModelSpec`.
+
+The model file contract (DESIGN.md): ``build_model()`` returns a ``keras.Model``;
+``train_data()`` returns *unbatched* examples, ``(x, y)`` arrays or an unbatched
+``tf.data.Dataset``; optional ``val_data()`` (same form), ``compile_kwargs()`` (optimizer,
+loss, metrics) and ``precsearch_config``, a literal dict read without importing the file.
+
+precsearch shuffles (fixed seed), batches, repeats and prefetches the examples itself, so
+that every trial sees the same data in the same order at any batch size. A dataset that
+is already batched is refused rather than silently unbatched: its batch size would be
+thrown away without the user knowing.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from precsearch.errors import UserInputError
+
+__all__ = ["ModelSpec", "load_model_file", "read_config", "spec_from_callables"]
+
+CONFIG_KEYS = {
+    "batch_size": int,
+    "steps": int,
+    "dtypes": (list, tuple, str),
+    "group_by": str,
+    "tolerance": (int, float),
+    "trials": int,
+}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    message = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return message if len(message) <= 200 else message[:197] + "..."
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """``precsearch_config`` of a model file, read as a literal without importing it.
+
+    Raises:
+        UserInputError: Missing file, syntax error, or a config that is not a literal
+            dict of known keys.
+    """
+    path = Path(path)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such model file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"{path}: cannot read model file ({_one_line(exc)})") from None
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise UserInputError(
+            f"{path}:{exc.lineno}: syntax error in model file ({exc.msg})"
+        ) from None
+    config: dict[str, Any] = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        if not any(isinstance(t, ast.Name) and t.id == "precsearch_config" for t in targets):
+            continue
+        try:
+            value = ast.literal_eval(node.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise UserInputError(
+                f"{path}: precsearch_config must be a literal dict (no names or calls)"
+            ) from None
+        if not isinstance(value, dict):
+            raise UserInputError(
+                f"{path}: precsearch_config is a {type(value).__name__}, expected a dict"
+            )
+        config = value
+    for key, value in config.items():
+        if key not in CONFIG_KEYS:
+            known = ", ".join(sorted(CONFIG_KEYS))
+            raise UserInputError(f"{path}: precsearch_config key {key!r} unknown (known: {known})")
+        expected = CONFIG_KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, expected):
+            raise UserInputError(
+                f"{path}: precsearch_config[{key!r}] is {value!r}, expected "
+                f"{getattr(expected, '__name__', 'a list or string')}"
+            )
+    return config
+
+
+@dataclass
+class ModelSpec:
+    """Where a model and its data come from.
+
+    Attributes:
+        source: The model file's path, or a description of the callables.
+        config: ``precsearch_config`` of the file (empty for callables).
+        build_model: Returns a new ``keras.Model`` on each call.
+        train_data: Returns unbatched training examples.
+        val_data: Optional; returns unbatched validation examples.
+        compile_kwargs: Optional; returns fresh ``model.compile`` arguments.
+        fingerprint: A hash of the file's text, so cached references notice an edit.
+    """
+
+    source: str
+    config: dict[str, Any] = field(default_factory=dict)
+    build_model: Callable[[], Any] | None = None
+    train_data: Callable[[], Any] | None = None
+    val_data: Callable[[], Any] | None = None
+    compile_kwargs: Callable[[], dict[str, Any]] | None = None
+    fingerprint: str = ""
+
+    @property
+    def is_file(self) -> bool:
+        """Whether the spec comes from a model file (and so can run in a worker)."""
+        return Path(self.source).is_file()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (callables are not data: only file specs travel)."""
+        return {"source": self.source, "config": self.config, "fingerprint": self.fingerprint}
+
+
+def load_model_file(path: str | Path) -> ModelSpec:
+    """Import a model file and check that it follows the contract.
+
+    Only the presence and callability of the functions is checked here; what they
+    return is checked when the model is first built (:mod:`precsearch.runner`).
+
+    Raises:
+        UserInputError: One line naming the file, the function and what was expected.
+    """
+    path = Path(path).resolve()
+    config = read_config(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    module_name = f"precsearch_user_model_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UserInputError(f"{path}: cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise UserInputError(
+            f"{path}: importing the model file failed ({_one_line(exc)})"
+        ) from None
+    functions: dict[str, Any] = {}
+    for name, required in (
+        ("build_model", True),
+        ("train_data", True),
+        ("val_data", False),
+        ("compile_kwargs", False),
+    ):
+        value = getattr(module, name, None)
+        if value is None:
+            if required:
+                raise UserInputError(
+                    f"{path}: no function {name}() (the model file must define it)"
+                )
+            continue
+        if not callable(value):
+            raise UserInputError(f"{path}: {name} is a {type(value).__name__}, expected a function")
+        functions[name] = value
+    return ModelSpec(source=str(path), config=config, fingerprint=digest, **functions)
+
+
+def spec_from_callables(
+    build_model: Callable[[], Any],
+    train_data: Callable[[], Any] | Any,
+    val_data: Callable[[], Any] | Any | None = None,
+    compile_kwargs: Callable[[], dict[str, Any]] | dict[str, Any] | None = None,
+) -> ModelSpec:
+    """A spec for a notebook: a build function and data (or functions returning data)."""
+    if not callable(build_model):
+        raise UserInputError(f"build_model is a {type(build_model).__name__}, expected a function")
+
+    def as_function(value: Any) -> Callable[[], Any] | None:
+        if value is None or callable(value):
+            return value
+        return lambda: value
+
+    name = getattr(build_model, "__qualname__", repr(build_model))
+    return ModelSpec(
+        source=f"<callable {name}>",
+        build_model=build_model,
+        train_data=as_function(train_data),
+        val_data=as_function(val_data),
+        compile_kwargs=as_function(compile_kwargs),
+        fingerprint=hashlib.sha256(name.encode()).hexdigest()[:16],
+    )

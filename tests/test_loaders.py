@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from precsearch import UserInputError
+from precsearch.loaders import load_model_file, read_config, spec_from_callables
+from precsearch.runner import Budget, Runner
+
+GOOD_BUILD = """
+import keras, numpy as np
+def build_model():
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    m.compile(optimizer="sgd", loss="mse")
+    return m
+"""
+GOOD_DATA = """
+def train_data():
+    return np.zeros((64, 4), "float32"), np.zeros((64, 2), "float32")
+"""
+
+
+def model_file(tmp_path, text):
+    path = tmp_path / "model.py"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_config_is_read_without_importing(tmp_path):
+    path = model_file(
+        tmp_path, 'raise SystemExit("imported!")\nprecsearch_config = {"batch_size": 64}\n'
+    )
+    assert read_config(path) == {"batch_size": 64}
+
+
+# (file text, function named in the message, words of the expectation)
+IMPORT_TIME = [
+    ("def build_model(:\n", "syntax error", "syntax error"),
+    ("import not_a_module_xyz\n", "importing", "ModuleNotFoundError"),
+    (GOOD_DATA, "build_model()", "must define it"),
+    ("build_model = 3\n" + GOOD_DATA, "build_model", "expected a function"),
+    (GOOD_BUILD, "train_data()", "must define it"),
+    ("precsearch_config = dict(batch_size=3)\n", "precsearch_config", "literal"),
+    ("precsearch_config = {'batch': 3}\n", "precsearch_config", "unknown"),
+    ("precsearch_config = {'batch_size': '3'}\n", "precsearch_config", "expected int"),
+]
+
+
+@pytest.mark.parametrize(("text", "where", "expected"), IMPORT_TIME)
+def test_malformed_model_files_at_import(tmp_path, text, where, expected):
+    path = model_file(tmp_path, text)
+    with pytest.raises(UserInputError) as info:
+        load_model_file(path)
+    message = str(info.value)
+    assert str(path) in message and where in message and expected in message
+    assert "\n" not in message
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(UserInputError, match="no such model file"):
+        load_model_file(tmp_path / "nope.py")
+
+
+BUILD_TIME = [
+    (
+        "import numpy as np\ndef build_model():\n    return 'a model'\n" + GOOD_DATA,
+        "build_model()",
+        "expected a keras.Model",
+    ),
+    (
+        GOOD_BUILD.replace('    m.compile(optimizer="sgd", loss="mse")\n', "") + GOOD_DATA,
+        "no loss",
+        "compile_kwargs()",
+    ),
+    (GOOD_BUILD + "def train_data():\n    return [1, 2, 3, 4]\n", "train_data()", "(x, y)"),
+    (
+        GOOD_BUILD
+        + "def train_data():\n    return np.zeros((64, 5), 'f'), np.zeros((64, 2), 'f')\n",
+        "train_data()",
+        "do not fit",
+    ),
+    (
+        GOOD_BUILD
+        + "def train_data():\n    return np.zeros((64, 4), 'f'), np.zeros((63, 2), 'f')\n",
+        "train_data()",
+        "do not line up",
+    ),
+    (
+        GOOD_BUILD
+        + "import tensorflow as tf\ndef train_data():\n"
+        + "    x = np.zeros((64, 4), 'f'); y = np.zeros((64, 2), 'f')\n"
+        + "    return tf.data.Dataset.from_tensor_slices((x, y)).batch(8)\n",
+        "train_data()",
+        "batched dataset",
+    ),
+    (
+        GOOD_BUILD
+        + "import tensorflow as tf\ndef train_data():\n"
+        + "    x = np.zeros((64, 4), 'f'); y = np.zeros((64, 2), 'f')\n"
+        + "    return tf.data.Dataset.from_tensor_slices((x, y)).repeat()\n",
+        "train_data()",
+        "repeats forever",
+    ),
+    (GOOD_BUILD + "def train_data():\n    raise RuntimeError('disk')\n", "train_data()", "disk"),
+]
+
+
+@pytest.mark.parametrize(("text", "where", "expected"), BUILD_TIME)
+def test_malformed_model_files_at_build(tmp_path, text, where, expected):
+    path = model_file(tmp_path, text)
+    with pytest.raises(UserInputError) as info:
+        Runner(load_model_file(path), budget=Budget(steps=10, block=2))
+    message = str(info.value)
+    assert str(path) in message and where in message and expected in message
+    assert "\n" not in message
+
+
+def test_callables_spec_runs(tmp_path):
+    import keras
+    import numpy as np
+
+    def build():
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+
+    x, y = np.random.default_rng(0).normal(size=(2, 64, 4)).astype("float32")
+    spec = spec_from_callables(
+        build, (x, y[:, :2]), compile_kwargs=lambda: {"optimizer": "sgd", "loss": "mse"}
+    )
+    runner = Runner(spec, budget=Budget(steps=10, block=2, warmup=1))
+    assert runner.run_trial(runner_policy()).status in ("ok", "infeasible")
+
+
+def runner_policy():
+    from precsearch import Policy
+
+    return Policy()

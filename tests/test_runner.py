@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from precsearch import LossScale, Policy
+from precsearch.loaders import load_model_file
+from precsearch.runner import Budget, Runner, TrialResult, _step
+
+MODELS = Path(__file__).parent / "models"
+BUDGET = Budget(steps=30, warmup=2, block=5)
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    work = tmp_path_factory.mktemp("work")
+    return Runner(load_model_file(MODELS / "mlp.py"), work_dir=work, budget=BUDGET)
+
+
+def test_fp32_against_fp32_is_feasible_with_speedup_near_one(runner):
+    result = runner.run_trial(Policy())
+    assert result.status == "ok", result.reason
+    assert result.fidelity_gap is not None and result.fidelity_gap <= 1.0
+    spread = result.block_ratios
+    print(
+        f"\nFP32 vs FP32: speedup {result.speedup:.3f} (p10 steps); block ratios "
+        f"median {spread['median']:.3f}, min {spread['min']:.3f}, max {spread['max']:.3f}, "
+        f"n {spread['n']}; fp32 {result.fp32}, candidate {result.candidate}"
+    )
+    # Same graph on both sides: anything far from 1 is a broken instrument, not noise.
+    assert 0.5 < result.speedup < 2.0
+    assert spread["min"] <= spread["median"] <= spread["max"] and spread["n"] >= 2
+    assert result.fp32.n == result.candidate.n >= 10
+    assert result.fp32.min <= result.fp32.p10 <= result.fp32.median <= result.fp32.max
+    assert len(result.curve["loss"]) == BUDGET.steps
+    assert result.curve["samples"][-1] == BUDGET.steps * 32
+    assert {"loss", "metric", "metric_name"} <= set(result.val)
+    assert result.peak_memory_mb > 0 and result.memory_kind == "rss"
+    assert {"reference", "build", "trace", "warmup", "measured", "total"} <= set(result.timings)
+
+
+def test_bfloat16_mlp_is_finite_and_feasible(runner):
+    result = runner.run_trial(Policy(default="mixed_bfloat16"))
+    assert result.status == "ok", result.reason
+    assert all(math.isfinite(v) for v in result.curve["loss"])
+    assert result.speedup > 0
+
+
+def test_dynamic_float16_records_the_loss_scale(runner):
+    policy = Policy(default="mixed_float16", loss_scale=LossScale(initial_scale=2**15))
+    result = runner.run_trial(policy, BUDGET)
+    numerics = result.numerics
+    assert len(numerics["loss_scale"]) == len(result.curve["loss"])
+    assert numerics["min_loss_scale"] >= 1
+    assert 0 <= numerics["skipped_share"] <= 1
+
+
+def test_fixed_loss_scale_far_too_high_is_infeasible(runner):
+    policy = Policy(
+        default="mixed_float16", loss_scale=LossScale(dynamic=False, initial_scale=2e30)
+    )
+    result = runner.run_trial(policy)
+    assert result.status == "infeasible"
+    assert "non-finite" in result.reason or "overflow" in result.reason
+
+
+def test_result_round_trips_through_json(runner):
+    result = runner.run_trial(Policy(default="mixed_bfloat16"))
+    data = json.loads(result.to_json(max_points=8))
+    assert len(data["curve"]["loss"]) == 8
+    assert data["curve"]["samples"][-1] == result.curve["samples"][-1]
+    again = TrialResult.from_dict(json.loads(result.to_json()))
+    assert again == result
+
+
+def test_references_are_cached_on_disk(runner):
+    ref = runner.reference(32)
+    assert len(ref.curves) == 3 and all(len(c) == BUDGET.steps for c in ref.curves)
+    files = list(runner.work_dir.glob("reference_*_bs32_none_30.json"))
+    assert len(files) == 1
+    fresh = Runner(runner.spec, work_dir=runner.work_dir, budget=BUDGET)
+    t0 = time.perf_counter()
+    assert fresh.reference(32).curves == ref.curves
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_model_info_is_written(runner):
+    info = json.loads((runner.work_dir / "model_info.json").read_text())
+    assert [layer["id"] for layer in info["layers"]] == ["hidden", "hidden2", "logits"]
+    assert info["output_layers"] == ["logits"]
+    assert info["batch_size"] == 32 and info["train_examples"] == 1024
+    assert info["layers"][0]["params"] == 16 * 64 + 64
+
+
+def test_step_timer_against_a_hand_written_loop(runner):
+    """Compare, not assert: the per-step timer should cost little beyond the step."""
+    model = runner._model_for(Policy(), seed=0)
+    iterator = iter(runner.dataset(32, seed=0))
+    for _ in range(5):
+        _step(model, iterator)
+    rounds = []
+    for _ in range(3):
+        timed = [_step(model, iterator)[0] for _ in range(30)]
+        t0 = time.perf_counter()
+        for _ in range(30):
+            logs = model.train_function(iterator)
+        float(logs["loss"])
+        loop = (time.perf_counter() - t0) / 30
+        rounds.append((sorted(timed)[len(timed) // 2], loop))
+    for median, loop in rounds:
+        print(f"\nstep timer median {median * 1e3:.3f} ms vs plain loop {loop * 1e3:.3f} ms/step")
+
+
+@pytest.mark.slow
+def test_nan_after_step_3_is_infeasible_with_the_step():
+    runner = Runner(load_model_file(MODELS / "nan_after_3.py"), budget=BUDGET)
+    with pytest.warns(UserWarning, match="FP32 reference run .* non-finite"):
+        result = runner.run_trial(Policy())
+    assert result.status == "infeasible"
+    assert result.numerics["nonfinite_step"] == 4
+    assert "step 4" in result.reason
+    assert len(result.curve["loss"]) == 4
+
+
+@pytest.mark.slow
+def test_float16_slowdown_is_stopped_by_the_watchdog():
+    runner = Runner(load_model_file(MODELS / "slow_float16.py"), budget=BUDGET)
+    t0 = time.perf_counter()
+    result = runner.run_trial(Policy(default="mixed_float16"))
+    assert result.status == "too_slow", result.reason
+    assert "slower than FP32" in result.reason
+    assert time.perf_counter() - t0 < 30
+    assert len(result.curve["loss"]) == 2
