@@ -1,0 +1,377 @@
+"""Trials in an isolated worker process, so that no trial can take the study down.
+
+The parent (which never imports TensorFlow) starts ``python -m precsearch.worker``; the
+worker imports TensorFlow once, builds a :class:`~precsearch.runner.Runner` for the model
+file (keeping the traced FP32 model per batch size) and runs trials sent to it one at a
+time. Messages are JSON lines: commands on the worker's stdin, replies on a private copy
+of its stdout; the worker's own stdout is pointed at stderr so that a model file's
+``print`` cannot garble them. stderr goes to a file whose last lines explain a crash.
+
+Whatever happens to a trial comes back as a :class:`~precsearch.runner.TrialResult`:
+a worker that dies (segfault, ``os.abort``, killed for memory) fails that trial with the
+signal and its last stderr lines, and a fresh worker takes the next one; a trial past its
+wall-clock timeout has its worker killed (``failed: timeout``). A worker whose parent
+dies, even by ``kill -9``, exits too (parent-death signal on Linux, and end of stdin).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import IO, Any
+
+from precsearch.errors import PrecsearchError, TrialFailed, UserInputError
+from precsearch.objectives import Fidelity
+from precsearch.policy import Policy
+from precsearch.runner import Budget, TrialResult
+
+__all__ = ["Worker", "failed_result", "run_guarded"]
+
+READY_TIMEOUT = 600.0
+
+
+def failed_result(policy: Policy, reason: str, detail: str = "") -> TrialResult:
+    """A ``failed`` trial result carrying the reason (and detail for people)."""
+    result = TrialResult(policy=policy.to_dict(), status="failed", reason=reason)
+    if detail:
+        result.numerics["detail"] = detail
+    return result
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    """(reason, detail) for an exception raised by a trial."""
+    name = type(exc).__name__
+    lines = str(exc).strip().splitlines()
+    first = lines[0][:300] if lines else ""
+    if name == "ResourceExhaustedError" or isinstance(exc, MemoryError):
+        return "out of memory", f"{name}: {first}"
+    if isinstance(exc, TrialFailed):
+        return exc.reason, exc.detail
+    tail = "".join(traceback.format_exception(exc)[-3:]).strip()
+    return f"error: {name}: {first}", tail[-2000:]
+
+
+def run_guarded(runner: Any, policy: Policy, budget: Budget | None = None) -> TrialResult:
+    """Run a trial in this process; any failure but bad user input becomes ``failed``.
+
+    Crashes and hangs are not isolated here: use :class:`Worker` for that.
+    """
+    try:
+        return runner.run_trial(policy, budget)
+    except UserInputError:
+        raise
+    except Exception as exc:
+        reason, detail = _classify(exc)
+        return failed_result(policy, reason, detail)
+
+
+def _signal_name(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+class Worker:
+    """A worker process for one model file, restarted whenever it dies.
+
+    Args:
+        model_file: Path of the model file (callables cannot cross a process).
+        work_dir: Shared cache of the model info, initial weights and FP32 references.
+        budget: Default budget of each trial.
+        fidelity: Feasibility settings.
+        batch_size: The model's own batch size (default from the model file).
+        trial_timeout: Wall-clock seconds a trial may take before its worker is killed.
+        env: Extra environment variables for the worker.
+    """
+
+    def __init__(
+        self,
+        model_file: str | os.PathLike[str],
+        work_dir: str | os.PathLike[str],
+        budget: Budget | None = None,
+        fidelity: Fidelity | None = None,
+        batch_size: int | None = None,
+        trial_timeout: float = 1800.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.model_file = str(Path(model_file).resolve())
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.budget = budget or Budget()
+        self.fidelity = fidelity or Fidelity()
+        self.batch_size = batch_size
+        self.trial_timeout = trial_timeout
+        self.env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._replies: IO[bytes] | None = None
+        self._start_split: dict[str, float] = {}
+        self.started = 0
+        self.trials_in_process = 0
+        self.info: dict[str, Any] = {}
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id, while one runs."""
+        return self.proc.pid if self.proc and self.proc.poll() is None else None
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> dict[str, float]:
+        """Start a worker (if none runs) and wait until it has built the model.
+
+        Returns:
+            The start-up split: ``worker_start``, ``import``, ``setup`` seconds.
+
+        Raises:
+            UserInputError: The model file breaks the contract (it will for every trial).
+            TrialFailed: The worker died or hung while starting.
+        """
+        if self.pid is not None:
+            return {}
+        t0 = time.perf_counter()
+        read_fd, write_fd = os.pipe()
+        if self._stderr is not None:
+            self._stderr.close()
+        # Kept open for the worker's life: its last lines explain a crash.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
+        env = {**os.environ, **self.env, "PRECSEARCH_REPLY_FD": str(write_fd)}
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "precsearch.worker"],
+            stdin=subprocess.PIPE,
+            stdout=self._stderr,
+            stderr=self._stderr,
+            pass_fds=(write_fd,),
+            env=env,
+            start_new_session=True,
+        )
+        os.close(write_fd)
+        self._replies = os.fdopen(read_fd, "rb")
+        self.started += 1
+        self.trials_in_process = 0
+        self._send(
+            {
+                "cmd": "init",
+                "model_file": self.model_file,
+                "work_dir": str(self.work_dir),
+                "budget": self.budget.__dict__,
+                "fidelity": self.fidelity.__dict__,
+                "batch_size": self.batch_size,
+            }
+        )
+        reply = self._receive(READY_TIMEOUT, "starting")
+        if reply.get("error") == "user_input":
+            self.close()
+            raise UserInputError(reply["message"])
+        if "error" in reply:
+            self.close()
+            raise TrialFailed("worker start failed", reply.get("message", ""))
+        self.info = reply.get("info", {})
+        total = time.perf_counter() - t0
+        split = {"import": reply["import"], "setup": reply["setup"]}
+        split["worker_start"] = max(0.0, total - split["import"] - split["setup"])
+        return split
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._died("sending to the worker") from None
+
+    def _receive(self, timeout: float, doing: str) -> dict[str, Any]:
+        assert self._replies is not None
+        ready, _, _ = select.select([self._replies], [], [], timeout)
+        if not ready:
+            self.kill()
+            raise TrialFailed("timeout", f"no answer after {timeout:g} s while {doing}")
+        line = self._replies.readline()
+        if not line:
+            raise self._died(doing)
+        return json.loads(line)
+
+    def _died(self, doing: str) -> TrialFailed:
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        how = _signal_name(code)
+        reason = f"worker died ({how})"
+        if code == -signal.SIGKILL:
+            reason += " - killed, often by the kernel for lack of memory"
+        detail = f"while {doing}; last stderr: {self.stderr_tail()}"
+        self._cleanup()
+        return TrialFailed(reason, detail)
+
+    def stderr_tail(self, lines: int = 8) -> str:
+        """The last lines the worker wrote to stderr (and stdout)."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - 16384))
+        text = self._stderr.read().decode(errors="replace")
+        kept = [line for line in text.splitlines() if line.strip()]
+        return " | ".join(kept[-lines:])
+
+    def run_trial(
+        self, policy: Policy, budget: Budget | None = None, timeout: float | None = None
+    ) -> TrialResult:
+        """Run one trial in the worker; never raises for what happens to the trial.
+
+        Raises:
+            UserInputError: The model file is broken (every trial would fail alike).
+        """
+        timeout = self.trial_timeout if timeout is None else timeout
+        t0 = time.perf_counter()
+        try:
+            split = self.start()
+            self._send(
+                {
+                    "cmd": "trial",
+                    "policy": policy.to_dict(),
+                    "budget": (budget or self.budget).__dict__,
+                }
+            )
+            reply = self._receive(timeout, "running a trial")
+        except TrialFailed as exc:
+            result = failed_result(policy, exc.reason, exc.detail)
+            result.timings["total"] = time.perf_counter() - t0
+            return result
+        if reply.get("error") == "user_input":
+            raise UserInputError(reply["message"])
+        if "result" not in reply:
+            result = failed_result(policy, "worker error", reply.get("message", ""))
+            result.timings["total"] = time.perf_counter() - t0
+            return result
+        result = TrialResult.from_dict(reply["result"])
+        result.timings.update(
+            {key: split.get(key, 0.0) for key in ("worker_start", "import", "setup")}
+        )
+        result.timings["total"] = time.perf_counter() - t0
+        result.numerics["worker_pid"] = self.proc.pid if self.proc else None
+        result.numerics["worker_trial"] = self.trials_in_process
+        self.trials_in_process += 1
+        return result
+
+    def kill(self) -> None:
+        """Kill the worker (and anything it started) at once."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        for handle in (self._replies, self.proc.stdin if self.proc else None):
+            if handle is not None:
+                with contextlib.suppress(OSError):
+                    handle.close()
+        self._replies = None
+
+    def close(self) -> None:
+        """Ask the worker to exit; kill it if it does not."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._cleanup()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no orphans)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    # The parent may have died before prctl took effect.
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+def main() -> None:
+    """The worker's loop: init, then one trial per command until stdin ends."""
+    _die_with_parent()
+    replies = os.fdopen(int(os.environ["PRECSEARCH_REPLY_FD"]), "w", buffering=1)
+    os.dup2(2, 1)  # a model file's print() must not garble the replies
+
+    def reply(message: dict[str, Any]) -> None:
+        replies.write(json.dumps(message, allow_nan=False) + "\n")
+        replies.flush()
+
+    runner = None
+    for line in sys.stdin:
+        message = json.loads(line)
+        try:
+            if message["cmd"] == "init":
+                t0 = time.perf_counter()
+                import tensorflow  # noqa: F401  (timed on its own: the import split)
+
+                t_import = time.perf_counter() - t0
+                from precsearch.loaders import load_model_file
+                from precsearch.runner import Runner
+
+                t0 = time.perf_counter()
+                runner = Runner(
+                    load_model_file(message["model_file"]),
+                    work_dir=message["work_dir"],
+                    budget=Budget(**message["budget"]),
+                    fidelity=Fidelity(**message["fidelity"]),
+                    batch_size=message["batch_size"],
+                )
+                reply(
+                    {
+                        "ready": True,
+                        "import": t_import,
+                        "setup": time.perf_counter() - t0,
+                        "info": {"pid": os.getpid()},
+                    }
+                )
+            elif message["cmd"] == "trial":
+                assert runner is not None, "trial before init"
+                policy = Policy.from_dict(message["policy"])
+                result = run_guarded(runner, policy, Budget(**message["budget"]))
+                reply({"result": result.to_dict()})
+        except UserInputError as exc:
+            reply({"error": "user_input", "message": str(exc)})
+        except PrecsearchError as exc:
+            reply({"error": "failed", "message": str(exc)})
+        except Exception as exc:
+            reason, detail = _classify(exc)
+            reply({"error": "failed", "message": f"{reason}: {detail}"})
+
+
+if __name__ == "__main__":
+    main()
