@@ -39,6 +39,65 @@ def _cmd_policy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from precsearch.report import pareto_table, time_summary
+    from precsearch.study import SearchOptions, run_study
+
+    if not Path(args.model_file).is_file():
+        raise UserInputError(f"{args.model_file}: no such model file")
+    options = SearchOptions(
+        trials=args.trials,
+        timeout=args.timeout,
+        trial_timeout=args.trial_timeout,
+        study_name=args.study_name,
+        storage=args.storage,
+        out=args.out,
+        group_by=args.group_by,
+        dtypes=args.dtypes,
+        steps=args.steps,
+        tolerance=args.tolerance,
+        sampler=args.sampler,
+        in_process=args.in_process,
+        seed=args.seed,
+        lr_rule=args.lr_rule,
+        batch_size=args.batch_size,
+    )
+    run = run_study(args.model_file, options)
+    for note in run.notes:
+        print(f"note: {note}")
+    print()
+    print(f"Feasible Pareto front of study {run.study.study_name!r} (speedup vs FP32):")
+    print(pareto_table(run.study))
+    print()
+    print(time_summary(run.results, run.seconds))
+    print()
+    for label, path in run.paths.items():
+        print(f"{label + ':':<14} {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
     parser = _Parser(
@@ -47,6 +106,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"precsearch {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    cmd = commands.add_parser(
+        "run",
+        help="search for the fastest policy that trains like FP32",
+        description="Run (or resume) a study on MODEL_FILE, which defines build_model() "
+        "and train_data() (see the README).",
+    )
+    cmd.add_argument("model_file", metavar="MODEL_FILE")
+    cmd.add_argument("--trials", type=_positive_int, help="trials to run now (default 16)")
+    cmd.add_argument("--timeout", type=_positive_float, help="stop starting trials after SEC")
+    cmd.add_argument(
+        "--trial-timeout", type=_positive_float, default=1800.0, help="kill a trial after SEC"
+    )
+    cmd.add_argument("--study-name", help="default: the model file's folder or name")
+    cmd.add_argument("--storage", help="an Optuna storage URL (default: a journal file)")
+    cmd.add_argument("--out", default="studies", help="folder of study folders")
+    cmd.add_argument("--group-by", choices=["global", "type", "block", "layer"])
+    cmd.add_argument("--dtypes", help="e.g. float32,bfloat16 (default: what runs fast here)")
+    cmd.add_argument("--steps", type=_positive_int, help="training steps per trial")
+    cmd.add_argument("--tolerance", type=_positive_float, help="largest fidelity gap (bands)")
+    cmd.add_argument("--sampler", choices=["tpe", "nsga2", "random", "grid"], default="tpe")
+    cmd.add_argument("--lr-rule", choices=["linear", "sqrt", "none"], default="linear")
+    cmd.add_argument("--batch-size", type=_positive_int, help="the model's own batch size")
+    cmd.add_argument(
+        "--in-process", action="store_true", help="run trials here (no crash isolation)"
+    )
+    cmd.add_argument("--seed", type=int, default=0, help="sampler seed")
+    cmd.set_defaults(func=_cmd_run)
+
     cmd = commands.add_parser("policy", help="check a policy file and print what it says")
     cmd.add_argument("file", help="a policy JSON file (precsearch.policy/1)")
     cmd.set_defaults(func=_cmd_policy)

@@ -44,6 +44,7 @@ __all__ = [
     "StepStats",
     "TrialResult",
     "downsample",
+    "model_layers",
     "run_trial",
 ]
 
@@ -437,19 +438,7 @@ class Runner:
 
     def _model_info(self, model: Any) -> dict[str, Any]:
         keras = self._keras
-        layers = []
-        for record, layer in iter_layers(model):
-            layers.append(
-                {
-                    "id": record.id,
-                    "name": record.name,
-                    "class": record.class_name,
-                    "params": int(sum(int(math.prod(w.shape)) for w in layer.weights)),
-                    "output": record.is_output,
-                    "container": record.is_model,
-                    "floating": record.floating,
-                }
-            )
+        layers = model_layers(model)
         return {
             "source": self.spec.source,
             "fingerprint": self.spec.fingerprint,
@@ -462,8 +451,20 @@ class Runner:
             "train_examples": self.n_train,
             "val_examples": self.n_val,
             "versions": {"tensorflow": self._tf.__version__, "keras": keras.__version__},
-            "gpus": [d.name for d in self._tf.config.list_physical_devices("GPU")],
+            "gpus": self._gpus(),
         }
+
+    def _gpus(self) -> list[dict[str, Any]]:
+        gpus = []
+        for device in self._tf.config.list_physical_devices("GPU"):
+            details = self._tf.config.experimental.get_device_details(device)
+            gpus.append(
+                {
+                    "name": details.get("device_name", device.name),
+                    "compute_capability": list(details.get("compute_capability") or []),
+                }
+            )
+        return gpus
 
     def dataset(self, batch_size: int, seed: int) -> Any:
         """The training stream: shuffled (seeded), repeated, batched, prefetched.
@@ -674,6 +675,7 @@ class Runner:
         fp32_now = min(_step(fp32_model, fp32_iter)[0] for _ in range(2))
         first = candidate_step()
         slowdown = (first / batch_size) / (fp32_now / self.batch_size)
+        numerics["watchdog_slowdown"] = slowdown
         if slowdown > budget.watchdog:
             timings["warmup"] = time.perf_counter() - t0
             return finish(
@@ -744,6 +746,22 @@ class Runner:
         result.status, result.reason = status, reason
         result.fidelity_gap = gap if math.isfinite(gap) else None
         return result
+
+
+def model_layers(model: Any) -> list[dict[str, Any]]:
+    """Every nested layer of a built model as the JSON records of ``model_info.json``."""
+    return [
+        {
+            "id": record.id,
+            "name": record.name,
+            "class": record.class_name,
+            "params": int(sum(int(math.prod(w.shape)) for w in layer.weights)),
+            "output": record.is_output,
+            "container": record.is_model,
+            "floating": record.floating,
+        }
+        for record, layer in iter_layers(model)
+    ]
 
 
 def _median(values: list[float]) -> float:

@@ -34,7 +34,7 @@ from precsearch.objectives import Fidelity
 from precsearch.policy import Policy
 from precsearch.runner import Budget, TrialResult
 
-__all__ = ["Worker", "failed_result", "run_guarded"]
+__all__ = ["InProcess", "Worker", "failed_result", "run_guarded"]
 
 READY_TIMEOUT = 600.0
 
@@ -72,6 +72,51 @@ def run_guarded(runner: Any, policy: Policy, budget: Budget | None = None) -> Tr
     except Exception as exc:
         reason, detail = _classify(exc)
         return failed_result(policy, reason, detail)
+
+
+class InProcess:
+    """Trials in this process: for notebooks with a callable, and for fast tests.
+
+    Same interface as :class:`Worker`; a crash or hang here is not isolated.
+    """
+
+    def __init__(
+        self,
+        spec: Any,
+        work_dir: str | os.PathLike[str] | None,
+        budget: Budget | None = None,
+        fidelity: Fidelity | None = None,
+        batch_size: int | None = None,
+    ) -> None:
+        from precsearch.runner import Runner
+
+        self.runner = Runner(spec, work_dir, budget, fidelity, batch_size)
+        self.info = self.runner.info
+        self._split = {key: self.runner.timings[key] for key in ("import", "build")}
+
+    def __enter__(self) -> InProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> dict[str, float]:
+        """Nothing to start: the model was built in the constructor."""
+        return {}
+
+    def run_trial(
+        self, policy: Policy, budget: Budget | None = None, timeout: float | None = None
+    ) -> TrialResult:
+        """Run one trial here (``timeout`` cannot be enforced in-process)."""
+        result = run_guarded(self.runner, policy, budget)
+        if self._split:
+            result.timings["import"] = self._split["import"]
+            result.timings["setup"] = self._split["build"]
+            self._split = {}
+        return result
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 def _signal_name(returncode: int) -> str:
