@@ -4,3 +4,34 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest
+from helpers import MODELS, run_cli
+
+
+@pytest.fixture(scope="session")
+def tiny_study(tmp_path_factory):
+    """The shared tiny study: 3 trials, then 3 more resumed under the same name.
+
+    Returns (study folder, first run, second run).
+    """
+    out = tmp_path_factory.mktemp("studies")
+    args = [
+        "run",
+        str(MODELS / "mlp.py"),
+        "--study-name",
+        "tiny",
+        "--out",
+        str(out),
+        "--steps",
+        "20",
+        "--dtypes",
+        "float32,bfloat16",
+        "--sampler",
+        "random",
+    ]
+    first = run_cli(*args, "--trials", "3")
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run_cli(*args, "--trials", "3")
+    assert second.returncode == 0, second.stderr[-3000:]
+    return out / "tiny", first, second

@@ -3,14 +3,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from helpers import run_cli
+
 from precsearch import Policy
 from precsearch.cli import main
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "precsearch", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def test_help_does_not_import_tensorflow():

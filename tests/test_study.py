@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from helpers import MODELS, run_cli
+
+from precsearch.space import SearchSpace, SpaceOptions
+from precsearch.study import SearchOptions, open_storage, open_study, run_study
+
+
+@pytest.mark.slow
+def test_tiny_cli_study_writes_every_trial_and_resumes(tiny_study):
+    folder, first, second = tiny_study
+    assert "Feasible Pareto front" in first.stdout and "trials.csv" in first.stdout
+    assert "[fp32]" in first.stdout
+    assert "best feasible" in first.stderr
+    frame = pd.read_csv(folder / "trials.csv")
+    assert list(frame["number"]) == [0, 1, 2, 3, 4, 5]
+    assert set(frame["status"]) <= {"ok", "infeasible", "too_slow", "failed"}
+    assert sorted(frame["baseline"].dropna()) == ["fp32", "global_bfloat16"]
+    assert {"param:dtype:Dense", "param:batch_size", "param:jit_compile"} <= set(frame.columns)
+    assert "Overhead" in second.stdout
+
+
+@pytest.mark.slow
+def test_trials_keep_their_results_in_the_storage(tiny_study):
+    folder, _, _ = tiny_study
+    study = open_study("tiny", open_storage(None, folder))
+    trial = study.trials[0]
+    result = trial.user_attrs["result"]
+    assert result["status"] == "ok" and len(result["curve"]["loss"]) <= 256
+    assert trial.constraints["feasible"] <= 0
+
+
+def test_bad_model_file_and_flags_exit_2(tmp_path):
+    missing = run_cli("run", str(tmp_path / "nope.py"))
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    bad = tmp_path / "bad.py"
+    bad.write_text("def build_model(:\n")
+    broken = run_cli("run", str(bad), "--out", str(tmp_path))
+    assert broken.returncode == 2 and "syntax error" in broken.stderr
+    assert len(broken.stderr.strip().splitlines()) == 1
+    flag = run_cli("run", str(MODELS / "mlp.py"), "--trials", "zero")
+    assert flag.returncode == 2 and len(flag.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_nan_policy_is_an_infeasible_trial_and_the_study_completes(tmp_path):
+    options = SearchOptions(
+        trials=2, steps=20, out=str(tmp_path), dtypes="float32,bfloat16", in_process=True
+    )
+    run = run_study(MODELS / "nan_in_bf16.py", options)
+    by_label = {t.user_attrs.get("baseline"): t for t in run.study.trials}
+    bf16 = by_label["global_bfloat16"]
+    assert bf16.state.name == "COMPLETE"
+    assert bf16.user_attrs["status"] == "infeasible" and "non-finite" in bf16.user_attrs["reason"]
+    assert bf16.constraints["feasible"] > 0
+    assert by_label["fp32"].constraints["feasible"] <= 0
+
+
+@pytest.mark.slow
+def test_a_killed_study_resumes_with_its_completed_trials(tmp_path):
+    args = [
+        "run",
+        str(MODELS / "mlp.py"),
+        "--study-name",
+        "killed",
+        "--out",
+        str(tmp_path),
+        "--steps",
+        "300",
+        "--dtypes",
+        "float32,bfloat16",
+        "--in-process",
+        "--trials",
+        "20",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "precsearch", *args], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        line = proc.stderr.readline()  # the first finished trial
+        assert "trial" in line, line
+        time.sleep(0.3)  # inside the second trial (it traces, then trains 300 steps)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        proc.kill()
+    study = open_study("killed", open_storage(None, tmp_path / "killed"))
+    states = [t.state.name for t in study.trials]
+    assert states.count("COMPLETE") >= 1 and "RUNNING" in states
+    resumed = run_cli(*args[:-1], "1", "--steps", "300")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "marked trials" in resumed.stdout
+    study = open_study("killed", open_storage(None, tmp_path / "killed"))
+    states = [t.state.name for t in study.trials]
+    assert "RUNNING" not in states and states.count("FAIL") == 1
+    failed = next(t for t in study.trials if t.state.name == "FAIL")
+    assert "killed" in failed.user_attrs["reason"]
+
+
+def test_group_by_type_on_mobilenet_v2_is_one_parameter_per_class():
+    import keras
+
+    from precsearch.runner import model_layers
+
+    model = keras.applications.MobileNetV2(
+        weights=None, alpha=0.35, input_shape=(96, 96, 3), classes=10
+    )
+    info = {"layers": model_layers(model), "batch_size": 32, "train_examples": 1000, "gpus": []}
+    space = SearchSpace(info, SpaceOptions(group_by="type", dtypes=["float32", "bfloat16"]))
+    dtype_params = sorted(p for p in space.choices() if p.startswith("dtype:"))
+    classes = sorted({layer["class"] for layer in info["layers"] if not layer["output"]})
+    assert dtype_params == [f"dtype:{c}" for c in classes]
+    assert "dtype:DepthwiseConv2D" in dtype_params and "dtype:Dense" not in dtype_params
+    blocks = SearchSpace(info, SpaceOptions(group_by="block", dtypes=["float32", "bfloat16"]))
+    assert "dtype:block_3" in blocks.choices()
+    policy = blocks.policy(
+        {
+            **{p: "float32" for p in blocks.choices() if p.startswith("dtype:")},
+            "dtype:block_3": "bfloat16",
+            "batch_size": 32,
+            "jit_compile": False,
+        }
+    )
+    assigned = policy.assignments(model)
+    assert (
+        assigned["block_3_expand"] == "mixed_bfloat16" and assigned["block_4_expand"] == "float32"
+    )
