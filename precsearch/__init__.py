@@ -15,8 +15,23 @@ __all__ = [
     "LossScale",
     "Policy",
     "PrecsearchError",
+    "SearchResult",
     "TrialFailed",
     "UserInputError",
     "__version__",
     "load_policy",
+    "load_study",
+    "search",
 ]
+
+_LAZY = {"search", "load_study", "SearchResult"}
+
+
+def __getattr__(name: str):
+    # The search machinery (Optuna, pandas) loads only when asked for, so that training
+    # code doing `precsearch.load_policy(...)` imports nothing of it.
+    if name in _LAZY:
+        from precsearch import study
+
+        return getattr(study, name)
+    raise AttributeError(f"module 'precsearch' has no attribute {name!r}")

@@ -83,6 +83,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         lr_rule=args.lr_rule,
         batch_size=args.batch_size,
+        confirm_top=args.confirm,
+        rounds=args.rounds,
     )
     run = run_study(args.model_file, options)
     for note in run.notes:
@@ -90,11 +92,67 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print()
     print(f"Feasible Pareto front of study {run.study.study_name!r} (speedup vs FP32):")
     print(pareto_table(run.study))
+    if run.verdict:
+        print()
+        print(f"Answer: {run.verdict}.")
     print()
     print(time_summary(run.results, run.seconds))
     print()
-    for label, path in run.paths.items():
-        print(f"{label + ':':<14} {path}")
+    _print_paths(run.paths)
+    return 0
+
+
+def _print_paths(paths: dict) -> None:
+    for label, path in paths.items():
+        print(f"{label + ':':<18} {path}")
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from precsearch.report import assignments_summary, pareto_table
+    from precsearch.study import load_study
+
+    result = load_study(args.study, storage=args.storage, out=args.out)
+    study = result.study
+    states: dict[str, int] = {}
+    for trial in study.trials:
+        states[trial.state.name.lower()] = states.get(trial.state.name.lower(), 0) + 1
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+    print(f"Study {study.study_name!r}: {len(study.trials)} trials ({counts})")
+    print(f"Model file: {study.user_attrs.get('model_file', '?')}")
+    print()
+    print("Feasible Pareto front (speedup vs FP32):")
+    print(pareto_table(study))
+    record = result.confirmation
+    print()
+    if not record:
+        print("Not confirmed yet: `precsearch run` confirms the winners when its trials end.")
+    else:
+        print(f"Answer: {record['verdict']}.")
+        policy = result.best_policy
+        layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
+        print(
+            f"Best policy (trial {record['best_trial']}): batch size {policy.batch_size}, "
+            f"XLA {'on' if policy.jit_compile else 'off'}; per layer class:"
+        )
+        for line in assignments_summary(policy, layers):
+            print(f"  {line}")
+    print()
+    paths = {"study folder": result.study_dir}
+    for name in ("study.journal", "trials.csv", "best_policy.json", "saved_model"):
+        if (result.study_dir / name).exists():
+            paths[name] = result.study_dir / name
+    _print_paths(paths)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from precsearch.study import load_study
+
+    result = load_study(args.study, storage=args.storage, out=args.out)
+    paths = result.export(args.to)
+    if "best_policy.json" not in paths:
+        print("note: the study has no confirmed best policy yet; only trials.csv was written")
+    _print_paths(paths)
     return 0
 
 
@@ -132,7 +190,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--in-process", action="store_true", help="run trials here (no crash isolation)"
     )
     cmd.add_argument("--seed", type=int, default=0, help="sampler seed")
+
+    cmd.add_argument(
+        "--confirm", type=int, default=3, metavar="N", help="re-measure the top N (0: skip)"
+    )
+    cmd.add_argument("--rounds", type=_positive_int, default=5, help="confirmation rounds")
     cmd.set_defaults(func=_cmd_run)
+
+    for name, text in (
+        ("show", "print a study's Pareto front, confirmed figures and best policy"),
+        ("export", "write a study's best policy, SavedModel and trials.csv into a folder"),
+    ):
+        cmd = commands.add_parser(name, help=text)
+        cmd.add_argument("study", metavar="STUDY", help="a study folder, or a study name")
+        cmd.add_argument("--storage", help="the Optuna storage URL of a named study")
+        cmd.add_argument("--out", default="studies", help="folder of study folders")
+        if name == "export":
+            cmd.add_argument("--to", required=True, metavar="DIR", help="where to write")
+        cmd.set_defaults(func=_cmd_show if name == "show" else _cmd_export)
 
     cmd = commands.add_parser("policy", help="check a policy file and print what it says")
     cmd.add_argument("file", help="a policy JSON file (precsearch.policy/1)")

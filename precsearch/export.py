@@ -6,7 +6,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["trials_frame", "write_trials_csv"]
+__all__ = [
+    "best_policy_with_manifest",
+    "best_trial",
+    "stored_policy",
+    "trials_frame",
+    "write_policy",
+    "write_trials_csv",
+]
 
 
 def trials_frame(study: Any) -> Any:
@@ -18,6 +25,11 @@ def trials_frame(study: Any) -> Any:
     """
     import pandas as pd
 
+    confirmed = {
+        entry["trial"]: entry
+        for entry in (study.user_attrs.get("confirmation") or {}).get("candidates", [])
+    }
+    best = (study.user_attrs.get("confirmation") or {}).get("best_trial")
     rows = []
     for trial in study.get_trials(deepcopy=False):
         result = trial.user_attrs.get("result") or {}
@@ -48,6 +60,12 @@ def trials_frame(study: Any) -> Any:
             "peak_memory_mb": result.get("peak_memory_mb"),
             "duration_s": trial.duration.total_seconds() if trial.duration else None,
         }
+        entry = confirmed.get(trial.number) or {}
+        for key in ("speedup_vs_fp32", "speedup_vs_global_mixed"):
+            figures = entry.get(key) or {}
+            for stat in ("median", "min", "max", "rounds"):
+                row[f"confirmed_{key}_{stat}"] = figures.get(stat)
+        row["best"] = trial.number == best
         for name, value in trial.params.items():
             row[f"param:{name}"] = value
         rows.append(row)
@@ -62,3 +80,65 @@ def write_trials_csv(study: Any, path: str | os.PathLike[str]) -> Path:
     trials_frame(study).to_csv(tmp, index=False)
     os.replace(tmp, path)
     return path
+
+
+def stored_policy(trial: Any) -> Any:
+    """The policy a trial ran, from its stored result."""
+    from precsearch.policy import Policy
+
+    return Policy.from_dict(trial.user_attrs["result"]["policy"])
+
+
+def best_trial(study: Any) -> Any | None:
+    """The trial whose policy the confirmation chose (``None`` before confirmation)."""
+    record = study.user_attrs.get("confirmation") or {}
+    number = record.get("best_trial")
+    if number is None:
+        return None
+    return study.trials[number]
+
+
+def best_policy_with_manifest(study: Any) -> Any:
+    """The confirmed best policy, its manifest filled from the study's storage.
+
+    Raises:
+        UserInputError: The study has no confirmation yet.
+    """
+    import precsearch
+    from precsearch.errors import UserInputError
+    from precsearch.hardware import describe
+
+    record = study.user_attrs.get("confirmation")
+    trial = best_trial(study)
+    if record is None or trial is None:
+        raise UserInputError(
+            f"study {study.study_name!r} has no confirmed best policy yet: run "
+            "`precsearch run` on it to the end"
+        )
+    policy = stored_policy(trial)
+    info = study.user_attrs.get("model_info") or {}
+    chosen = record.get("best") or {}
+    result = trial.user_attrs["result"]
+    policy.manifest = {
+        "confirmed": {
+            "speedup_vs_fp32": chosen.get("speedup_vs_fp32"),
+            "speedup_vs_global_mixed": chosen.get("speedup_vs_global_mixed"),
+            "fidelity_gap": result.get("fidelity_gap"),
+            "rounds": record.get("rounds"),
+            "block_steps": record.get("block"),
+        },
+        "feasible": trial.constraints.get("feasible", 1.0) <= 0,
+        "is_fp32": record.get("best_is_fp32", False),
+        "verdict": record.get("verdict", ""),
+        "study": study.study_name,
+        "trial": trial.number,
+        "hardware": describe(info.get("gpus")),
+        "versions": {**info.get("versions", {}), "precsearch": precsearch.__version__},
+        "model_file": study.user_attrs.get("model_file"),
+    }
+    return policy
+
+
+def write_policy(study: Any, path: str | os.PathLike[str]) -> Path:
+    """Write ``best_policy.json`` (the confirmed best policy with its manifest)."""
+    return best_policy_with_manifest(study).save(path)

@@ -6,7 +6,13 @@ from typing import Any
 
 from precsearch.runner import TrialResult
 
-__all__ = ["pareto_rows", "pareto_table", "summarize_policy", "time_summary"]
+__all__ = [
+    "assignments_summary",
+    "pareto_rows",
+    "pareto_table",
+    "summarize_policy",
+    "time_summary",
+]
 
 SHORT = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
 
@@ -52,15 +58,28 @@ def pareto_rows(study: Any) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: -row["speedup"])
 
 
+def _figures(figures: dict[str, float] | None) -> str:
+    if not figures:
+        return "-"
+    return f"{figures['median']:.2f}x ({figures['min']:.2f}-{figures['max']:.2f})"
+
+
 def pareto_table(study: Any) -> str:
-    """The feasible Pareto front as a text table (or a sentence when it is empty)."""
+    """The feasible Pareto front as a text table (or a sentence when it is empty).
+
+    With a confirmation, its figures (median, min-max over rounds) stand beside the
+    search's.
+    """
     rows = pareto_rows(study)
     if not rows:
         return "No feasible trial yet: nothing trained like FP32 within the tolerance."
-    lines = [
-        f"{'trial':>5}  {'speedup':>7}  {'blocks min-max':>14}  {'gap':>6}  {'batch':>5}  "
-        f"{'xla':>3}  policy"
-    ]
+    record = study.user_attrs.get("confirmation") or {}
+    confirmed = {entry["trial"]: entry for entry in record.get("candidates", [])}
+    best = record.get("best_trial")
+    header = f"{'trial':>5}  {'speedup':>7}  {'blocks min-max':>14}  {'gap':>6}  "
+    if confirmed:
+        header += f"{'confirmed vs FP32':>20}  {'vs global mixed':>20}  "
+    lines = [header + f"{'batch':>5}  {'xla':>3}  policy"]
     for row in rows:
         spread = (
             f"{row['blocks_min']:.2f}-{row['blocks_max']:.2f}"
@@ -68,11 +87,45 @@ def pareto_table(study: Any) -> str:
             else "-"
         )
         label = f" [{row['baseline']}]" if row["baseline"] else ""
-        lines.append(
-            f"{row['trial']:>5}  {row['speedup']:>6.2f}x  {spread:>14}  {row['gap']:>6.2f}  "
-            f"{row['batch_size']!s:>5}  {'on' if row['jit'] else 'off':>3}  {row['policy']}{label}"
-        )
+        label += " <- best" if row["trial"] == best else ""
+        line = f"{row['trial']:>5}  {row['speedup']:>6.2f}x  {spread:>14}  {row['gap']:>6.2f}  "
+        if confirmed:
+            entry = confirmed.get(row["trial"], {})
+            line += f"{_figures(entry.get('speedup_vs_fp32')):>20}  "
+            line += f"{_figures(entry.get('speedup_vs_global_mixed')):>20}  "
+        jit = "on" if row["jit"] else "off"
+        lines.append(line + f"{row['batch_size']!s:>5}  {jit:>3}  {row['policy']}{label}")
     return "\n".join(lines)
+
+
+def assignments_summary(policy: Any, layers: list[dict[str, Any]]) -> list[str]:
+    """Per-class lines of which dtype a policy gives each layer, from model info alone.
+
+    E.g. ``Conv2D (35 layers): bf16 33, fp32 2``. No TensorFlow is needed.
+    """
+    from precsearch.policy import LayerRecord
+
+    counts: dict[str, dict[str, int]] = {}
+    for layer in layers:
+        if layer["container"] or not layer["floating"]:
+            continue
+        record = LayerRecord(
+            id=layer["id"],
+            name=layer["name"],
+            class_name=layer["class"],
+            is_output=layer["output"],
+            is_model=False,
+            floating=True,
+        )
+        dtype, _ = policy.dtype_for(record)
+        per = counts.setdefault(layer["class"], {})
+        per[SHORT[dtype]] = per.get(SHORT[dtype], 0) + 1
+    lines = []
+    for cls, per in sorted(counts.items(), key=lambda item: -sum(item[1].values())):
+        total = sum(per.values())
+        parts = ", ".join(f"{dtype} {n}" for dtype, n in sorted(per.items()))
+        lines.append(f"{cls} ({total} layer{'s' if total > 1 else ''}): {parts}")
+    return lines
 
 
 PHASES = (

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from precsearch.errors import UserInputError
+from precsearch.errors import TrialFailed, UserInputError
 from precsearch.loaders import ModelSpec
 from precsearch.objectives import Fidelity, judge
 from precsearch.policy import Policy, iter_layers
@@ -46,6 +46,7 @@ __all__ = [
     "downsample",
     "model_layers",
     "run_trial",
+    "spread",
 ]
 
 STATUSES = ("ok", "infeasible", "too_slow", "failed")
@@ -306,10 +307,10 @@ class Runner:
         keras.utils.set_random_seed(0)
         model = self._build()
         self._compile_config = self._find_compile_config(model)
-        self.train, self.n_train = self._examples("train_data")
-        self.val, self.n_val = (None, 0)
+        self.train_examples, self.n_train = self._examples("train_data")
+        self.val_examples, self.n_val = (None, 0)
         if spec.val_data is not None:
-            self.val, self.n_val = self._examples("val_data")
+            self.val_examples, self.n_val = self._examples("val_data")
         self._check_data_fits(model)
         self.initial_weights = model.get_weights()
         self.info = self._model_info(model)
@@ -409,7 +410,7 @@ class Runner:
 
     def _check_data_fits(self, model: Any) -> None:
         tf = self._tf
-        spec = self.train.element_spec
+        spec = self.train_examples.element_spec
         first = tf.nest.flatten(spec)[0]
         inputs = getattr(model, "inputs", None) if model.built else None
         try:
@@ -424,7 +425,7 @@ class Runner:
             )
         kwargs = self.compile_kwargs()
         try:
-            batch = next(iter(self.train.batch(2)))
+            batch = next(iter(self.train_examples.batch(2)))
             x, y = batch[0], batch[1]
             model.compile(**kwargs)
             y_pred = model(x, training=False)
@@ -474,7 +475,7 @@ class Runner:
         """
         tf = self._tf
         return (
-            self.train.cache()
+            self.train_examples.cache()
             .shuffle(min(self.n_train, 50_000), seed=seed, reshuffle_each_iteration=True)
             .repeat()
             .batch(batch_size, drop_remainder=True)
@@ -518,10 +519,10 @@ class Runner:
         return self._timing_models[batch_size]
 
     def _evaluate(self, model: Any, batch_size: int) -> dict[str, Any]:
-        if self.val is None:
+        if self.val_examples is None:
             return {}
         tf = self._tf
-        data = self.val.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+        data = self.val_examples.batch(batch_size).prefetch(tf.data.AUTOTUNE)
         logs = model.evaluate(data, verbose=0, return_dict=True)
         names = [k for k in logs if k != "loss"]
         out: dict[str, Any] = {"loss": float(logs.get("loss", math.nan))}
@@ -592,6 +593,106 @@ class Runner:
             path.write_text(json.dumps(ref.to_dict()))
         return ref
 
+    def _normalise(self, policy: Policy) -> Policy:
+        return dataclasses.replace(
+            policy,
+            batch_size=policy.batch_size or self.batch_size,
+            base_batch_size=policy.base_batch_size or self.batch_size,
+        )
+
+    def confirm(
+        self,
+        candidates: list[Policy],
+        global_policy: Policy | None = None,
+        rounds: int = 5,
+        block: int = 10,
+    ) -> dict[str, Any]:
+        """Re-measure candidates interleaved round by round with FP32 and the global recipe.
+
+        Every configuration is traced and warmed up first; then each round times a
+        block of ``block`` steps of each, in an order that rotates from round to round.
+        A round's figure is the batch size over the block's median step time; a ratio
+        compares two configurations within the same round only.
+
+        Returns:
+            ``{"candidates": [{"speedup_vs_fp32", "speedup_vs_global_mixed",
+            "samples_per_s"}...], "global_vs_fp32", "fp32_samples_per_s", "rounds",
+            "block"}`` where each speedup is ``{median, min, max, rounds}``.
+        """
+        configs: list[tuple[str, Policy]] = [("fp32", Policy(batch_size=self.batch_size))]
+        if global_policy is not None:
+            configs.append(("global", global_policy))
+        configs += [(f"c{i}", policy) for i, policy in enumerate(candidates)]
+        running = []
+        for label, policy in configs:
+            policy = self._normalise(policy)
+            model = self._model_for(policy, seed=0)
+            iterator = iter(self.dataset(policy.batch_size, seed=0))
+            for _ in range(1 + self.budget.warmup):
+                _step(model, iterator)
+            running.append((label, model, iterator, policy.batch_size))
+        rates: dict[str, list[float]] = {label: [] for label, *_ in running}
+        for r in range(rounds):
+            shift = r % len(running)
+            for label, model, iterator, batch_size in running[shift:] + running[:shift]:
+                times = [_step(model, iterator)[0] for _ in range(block)]
+                rates[label].append(batch_size / _median(times))
+
+        def ratio(a: str, b: str) -> dict[str, float]:
+            return spread([x / y for x, y in zip(rates[a], rates[b], strict=True)])
+
+        out: dict[str, Any] = {
+            "rounds": rounds,
+            "block": block,
+            "fp32_samples_per_s": _median(rates["fp32"]),
+            "global_vs_fp32": ratio("global", "fp32") if global_policy is not None else None,
+            "candidates": [],
+        }
+        for i in range(len(candidates)):
+            label = f"c{i}"
+            out["candidates"].append(
+                {
+                    "samples_per_s": _median(rates[label]),
+                    "speedup_vs_fp32": ratio(label, "fp32"),
+                    "speedup_vs_global_mixed": (
+                        ratio(label, "global") if global_policy is not None else None
+                    ),
+                }
+            )
+        return out
+
+    def train(self, policy: Policy) -> tuple[Any, list[float]]:
+        """Train a model under ``policy`` for the budget, as a trial does (same initial
+        weights, data order and seed); return it and its loss per step."""
+        policy = self._normalise(policy)
+        model = self._model_for(policy, seed=0)
+        iterator = iter(self.dataset(policy.batch_size, seed=0))
+        losses = []
+        for _ in range(self.budget.steps):
+            losses.append(_step(model, iterator)[1])
+            if not math.isfinite(losses[-1]):
+                break
+        return model, losses
+
+    def export_saved_model(self, policy: Policy, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Train under ``policy`` for the budget and export a SavedModel at ``path``.
+
+        The SavedModel has a serving signature with float32 inputs and outputs (the
+        output layer computes in float32), loadable with ``tf.saved_model.load``.
+        """
+        import shutil
+
+        model, losses = self.train(policy)
+        if not losses or not math.isfinite(losses[-1]):
+            raise TrialFailed("export failed", "the loss became non-finite while training")
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.export(str(tmp), verbose=False)
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
+        return {"path": str(path), "steps": len(losses), "final_loss": losses[-1]}
+
     def run_trial(self, policy: Policy, budget: Budget | None = None) -> TrialResult:
         """Train and time one candidate policy against FP32 (see the module doc)."""
         budget = budget or self.budget
@@ -599,12 +700,8 @@ class Runner:
             self.budget = budget
         keras = self._keras
         t_start = time.perf_counter()
-        batch_size = policy.batch_size or self.batch_size
-        policy = dataclasses.replace(
-            policy,
-            batch_size=batch_size,
-            base_batch_size=policy.base_batch_size or self.batch_size,
-        )
+        policy = self._normalise(policy)
+        batch_size = policy.batch_size
         result = TrialResult(policy=policy.to_dict())
         timings = result.timings
         gpu = bool(self.info["gpus"])
@@ -746,6 +843,16 @@ class Runner:
         result.status, result.reason = status, reason
         result.fidelity_gap = gap if math.isfinite(gap) else None
         return result
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """``{median, min, max, rounds}`` of a list of ratios."""
+    return {
+        "median": _median(values),
+        "min": min(values),
+        "max": max(values),
+        "rounds": len(values),
+    }
 
 
 def model_layers(model: Any) -> list[dict[str, Any]]:

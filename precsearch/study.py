@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 import sys
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.errors import TrialFailed, UserInputError
-from precsearch.loaders import read_config
+from precsearch.loaders import ModelSpec, read_config
 from precsearch.objectives import Fidelity
 from precsearch.runner import Budget, TrialResult
 from precsearch.space import SearchSpace, SpaceOptions
@@ -66,6 +67,8 @@ class SearchOptions:
     seed: int = 0
     lr_rule: str = "linear"
     batch_size: int | None = None
+    confirm_top: int = 3
+    rounds: int = 5
     env: dict[str, str] = field(default_factory=dict)
 
     def resolved(self, config: dict[str, Any]) -> SearchOptions:
@@ -266,6 +269,103 @@ def make_objective(
     return objective
 
 
+def _invert(figures: dict[str, float]) -> dict[str, float]:
+    return {
+        "median": 1 / figures["median"],
+        "min": 1 / figures["max"],
+        "max": 1 / figures["min"],
+        "rounds": figures["rounds"],
+    }
+
+
+def confirm(
+    study: Any, executor: Any, top: int = 3, rounds: int = 5, block: int = 10
+) -> dict[str, Any]:
+    """Re-measure the best feasible candidates and choose the answer; store the record.
+
+    The top ``top`` feasible Pareto trials (and the global recipe, if feasible) are timed
+    in one worker, round by round, interleaved with FP32 and the global recipe. The
+    answer is the fastest whose median speedup over FP32 is above 1; if none is, the
+    answer is FP32 — never a policy that confirmed slower.
+
+    Returns:
+        The record, also stored as the study's ``confirmation`` user attr.
+    """
+    from precsearch.export import stored_policy
+
+    by_label = {
+        t.user_attrs.get("baseline"): t
+        for t in study.get_trials(deepcopy=False)
+        if t.state.name == "COMPLETE" and t.user_attrs.get("baseline")
+    }
+    fp32_trial = by_label.get("fp32")
+    if fp32_trial is None:
+        raise TrialFailed("no FP32 baseline", "the FP32 baseline trial did not complete")
+    fp32_policy = stored_policy(fp32_trial)
+    global_trial = next((t for label, t in by_label.items() if label.startswith("global_")), None)
+    global_policy = stored_policy(global_trial) if global_trial else None
+
+    def feasible(t: Any) -> bool:
+        return (t.constraints or {}).get("feasible", 1.0) <= 0
+
+    front = [
+        t
+        for t in study.best_trials
+        if "duplicate_of" not in t.user_attrs and stored_policy(t) != fp32_policy
+    ]
+    chosen = sorted(front, key=lambda t: -t.values[0])[:top]
+    if global_trial is not None and feasible(global_trial) and global_trial not in chosen:
+        chosen.append(global_trial)
+    figures = executor.confirm(
+        [stored_policy(t) for t in chosen], global_policy, rounds=rounds, block=block
+    )
+    candidates = [
+        {"trial": t.number, **entry} for t, entry in zip(chosen, figures["candidates"], strict=True)
+    ]
+    winners = [c for c in candidates if c["speedup_vs_fp32"]["median"] > 1.0]
+    record: dict[str, Any] = {
+        "rounds": rounds,
+        "block": block,
+        "candidates": candidates,
+        "fp32_trial": fp32_trial.number,
+        "global_trial": global_trial.number if global_trial else None,
+        "global_vs_fp32": figures["global_vs_fp32"],
+        "fp32_samples_per_s": figures["fp32_samples_per_s"],
+    }
+    if winners:
+        best = max(winners, key=lambda c: c["speedup_vs_fp32"]["median"])
+        vs = best["speedup_vs_fp32"]
+        record.update(best_trial=best["trial"], best_is_fp32=False)
+        record["best"] = {k: best[k] for k in ("speedup_vs_fp32", "speedup_vs_global_mixed")}
+        verdict = (
+            f"trial {best['trial']} is {vs['median']:.2f}x FP32 (min {vs['min']:.2f}, "
+            f"max {vs['max']:.2f}, {vs['rounds']} rounds)"
+        )
+        if best["speedup_vs_global_mixed"]:
+            g = best["speedup_vs_global_mixed"]
+            verdict += f" and {g['median']:.2f}x the global mixed recipe"
+    else:
+        record.update(best_trial=fp32_trial.number, best_is_fp32=True)
+        ones = {"median": 1.0, "min": 1.0, "max": 1.0, "rounds": rounds}
+        global_vs = figures["global_vs_fp32"]
+        record["best"] = {
+            "speedup_vs_fp32": ones,
+            "speedup_vs_global_mixed": _invert(global_vs) if global_vs else None,
+        }
+        fastest = max(candidates, key=lambda c: c["speedup_vs_fp32"]["median"], default=None)
+        verdict = "nothing beat FP32 when re-measured: the answer is FP32"
+        if fastest:
+            verdict += (
+                f" (the fastest candidate, trial {fastest['trial']}, confirmed at "
+                f"{fastest['speedup_vs_fp32']['median']:.2f}x)"
+            )
+        else:
+            verdict += " (no candidate other than FP32 was feasible)"
+    record["verdict"] = verdict
+    study.set_user_attr("confirmation", record)
+    return record
+
+
 def default_study_name(model_file: Path) -> str:
     """``studies/wide_mlp/model.py`` → ``wide_mlp``; ``my_net.py`` → ``my_net``."""
     return model_file.parent.name if model_file.stem == "model" else model_file.stem
@@ -282,18 +382,19 @@ class StudyRun:
     results: list[TrialResult]
     seconds: float
     notes: list[str]
+    verdict: str = ""
 
 
 def run_study(
-    model_file: str | os.PathLike[str],
+    model: str | os.PathLike[str] | ModelSpec,
     options: SearchOptions,
     progress: Any = None,
     executor: Any = None,
 ) -> StudyRun:
-    """Run (or resume) a study on a model file: the body of ``precsearch run``.
+    """Run (or resume) a study: the body of ``precsearch run`` and ``precsearch.search``.
 
     Args:
-        model_file: The user's model file.
+        model: The user's model file, or a spec of callables (run in this process).
         options: The run's options.
         progress: A stream for progress lines (default stderr).
         executor: A ready executor (``Worker`` or ``InProcess``); by default one is made
@@ -307,10 +408,22 @@ def run_study(
     from precsearch.worker import InProcess, Worker
 
     t_start = time.perf_counter()
-    model_path = Path(model_file)
-    config = read_config(model_path)
+    spec = model if isinstance(model, ModelSpec) else None
+    model_path = None if spec is not None else Path(model).resolve()
+    config = spec.config if spec is not None else read_config(model_path)
     options = options.resolved(config)
-    name = options.study_name or default_study_name(model_path.resolve())
+    if spec is not None and not options.in_process:
+        warnings.warn(
+            "a model given as callables runs its trials in this process: crashes and hangs "
+            "are not isolated (pass a model file for that)",
+            stacklevel=2,
+        )
+        options.in_process = True
+    name = options.study_name or (
+        default_study_name(model_path)
+        if model_path
+        else re.sub(r"[^\w.-]", "_", spec.source.strip("<>").split()[-1].split(".")[-1])
+    )
     study_dir = Path(options.out) / name
     work_dir = study_dir / "work"
     budget = options.budget()
@@ -326,7 +439,7 @@ def run_study(
             from precsearch.loaders import load_model_file
 
             executor = InProcess(
-                load_model_file(model_path), work_dir, budget, fidelity, options.batch_size
+                spec or load_model_file(model_path), work_dir, budget, fidelity, options.batch_size
             )
         else:
             executor = Worker(
@@ -350,10 +463,10 @@ def run_study(
         stored = study.user_attrs.get("space")
         if stored is None:
             study.set_user_attr("space", described)
-            study.set_user_attr("model_file", str(model_path.resolve()))
+            study.set_user_attr("model_file", str(model_path) if model_path else spec.source)
             study.set_user_attr("budget", budget.__dict__)
             study.set_user_attr("tolerance", fidelity.tolerance)
-            study.set_user_attr("model_info", {k: v for k, v in info.items() if k != "layers"})
+            study.set_user_attr("model_info", info)
         elif stored != described:
             changed = sorted(k for k in described if stored.get(k) != described[k])
             raise UserInputError(
@@ -389,13 +502,27 @@ def run_study(
             catch=(TrialFailed,),
             callbacks=[Progress(options.trials, progress)],
         )
+        verdict = ""
+        paths = {
+            "study folder": study_dir,
+            "storage": Path(options.storage or study_dir / "study.journal"),
+        }
+        if options.confirm_top > 0:
+            try:
+                record = confirm(
+                    study, executor, options.confirm_top, options.rounds, max(10, budget.block)
+                )
+                verdict = record["verdict"]
+                best = export.best_policy_with_manifest(study)
+                paths["best_policy.json"] = best.save(study_dir / "best_policy.json")
+                executor.export_saved_model(best, study_dir / "saved_model")
+                paths["saved_model"] = study_dir / "saved_model"
+            except TrialFailed as exc:
+                first = str(exc).splitlines()[0][:300]
+                notes.append(f"confirmation or export failed ({first}); the trials stand")
     finally:
         if own_executor:
             executor.close()
-    paths = {
-        "study folder": study_dir,
-        "storage": Path(options.storage or study_dir / "study.journal"),
-    }
     paths["trials.csv"] = export.write_trials_csv(study, study_dir / "trials.csv")
     results = [
         TrialResult.from_dict(t.user_attrs["result"])
@@ -412,4 +539,195 @@ def run_study(
         results=results,
         seconds=time.perf_counter() - t_start,
         notes=notes,
+        verdict=verdict,
     )
+
+
+def find_study(
+    name_or_dir: str | os.PathLike[str], storage: str | None = None, out: str = "studies"
+) -> tuple[Any, Path]:
+    """Open an existing study by folder, or by name (in ``out`` or in ``storage``).
+
+    Raises:
+        UserInputError: No such study.
+    """
+    import optuna
+
+    path = Path(name_or_dir)
+    if storage is None:
+        folder = path if (path / "study.journal").exists() else Path(out) / str(name_or_dir)
+        if not (folder / "study.journal").exists():
+            raise UserInputError(
+                f"{name_or_dir}: no study here (expected a folder with study.journal, or a "
+                "study name with --storage)"
+            )
+        store = open_storage(None, folder)
+        names = optuna.get_all_study_names(store)
+        name = folder.name if folder.name in names else (names[0] if names else folder.name)
+    else:
+        store = open_storage(storage, path)
+        name = path.name if path.name else str(name_or_dir)
+        folder = Path(out) / name
+    try:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.load_study(study_name=name, storage=store)
+    except KeyError:
+        raise UserInputError(f"{name_or_dir}: no study named {name!r} in that storage") from None
+    return study, folder
+
+
+class SearchResult:
+    """A study's results, for notebooks: from :func:`search` or :func:`load_study`.
+
+    Attributes:
+        study: The Optuna study.
+        study_dir: Its folder (policy, SavedModel, trials.csv).
+        notes: What the run wanted a person to know.
+    """
+
+    def __init__(self, study: Any, study_dir: Path, notes: list[str] | None = None) -> None:
+        self.study = study
+        self.study_dir = Path(study_dir)
+        self.notes = notes or []
+
+    def __repr__(self) -> str:
+        best = self.confirmation.get("verdict", "not confirmed yet")
+        return f"<SearchResult {self.study.study_name!r}: {len(self.study.trials)} trials; {best}>"
+
+    @property
+    def trials(self) -> Any:
+        """Every trial as a pandas DataFrame (the columns of ``trials.csv``)."""
+        from precsearch.export import trials_frame
+
+        return trials_frame(self.study)
+
+    @property
+    def pareto(self) -> Any:
+        """The feasible Pareto front as a pandas DataFrame, fastest first."""
+        import pandas as pd
+
+        from precsearch.report import pareto_rows
+
+        return pd.DataFrame(pareto_rows(self.study))
+
+    @property
+    def confirmation(self) -> dict[str, Any]:
+        """The confirmation record (empty before confirmation)."""
+        return self.study.user_attrs.get("confirmation") or {}
+
+    @property
+    def best_policy(self) -> Any:
+        """The confirmed best :class:`~precsearch.policy.Policy`, manifest filled in
+        (``None`` before confirmation)."""
+        from precsearch.export import best_policy_with_manifest
+
+        if not self.confirmation:
+            return None
+        return best_policy_with_manifest(self.study)
+
+    @property
+    def reference(self) -> TrialResult | None:
+        """The FP32 baseline trial's result: FP32's speed and loss curve in this study."""
+        for trial in self.study.trials:
+            if trial.user_attrs.get("baseline") == "fp32" and "result" in trial.user_attrs:
+                return TrialResult.from_dict(trial.user_attrs["result"])
+        return None
+
+    def export(self, directory: str | os.PathLike[str]) -> dict[str, Path]:
+        """Write ``best_policy.json``, ``trials.csv`` and ``saved_model/`` into a folder.
+
+        The SavedModel is copied from the study folder; where it is missing (say, the
+        study came from a shared storage) the best policy is trained again for the
+        budget in a worker and exported.
+        """
+        import shutil
+
+        from precsearch.export import write_trials_csv
+
+        target = Path(directory)
+        target.mkdir(parents=True, exist_ok=True)
+        paths = {"trials.csv": write_trials_csv(self.study, target / "trials.csv")}
+        policy = self.best_policy
+        if policy is None:
+            return paths
+        paths["best_policy.json"] = policy.save(target / "best_policy.json")
+        source = self.study_dir / "saved_model"
+        destination = target / "saved_model"
+        if source.resolve() == destination.resolve():
+            paths["saved_model"] = destination
+        elif source.exists():
+            shutil.rmtree(destination, ignore_errors=True)
+            shutil.copytree(source, destination)
+            paths["saved_model"] = destination
+        else:
+            paths["saved_model"] = self._train_and_export(policy, destination)
+        return paths
+
+    def _train_and_export(self, policy: Any, destination: Path) -> Path:
+        from precsearch.worker import Worker
+
+        model_file = self.study.user_attrs.get("model_file", "")
+        if not Path(model_file).is_file():
+            raise UserInputError(
+                f"no SavedModel in {self.study_dir} and the model file {model_file!r} is not "
+                "here to train one"
+            )
+        budget = Budget(**self.study.user_attrs.get("budget", {}))
+        with Worker(model_file, self.study_dir / "work", budget) as worker:
+            worker.export_saved_model(policy, destination)
+        return destination
+
+
+def load_study(
+    name_or_dir: str | os.PathLike[str], storage: str | None = None, out: str = "studies"
+) -> SearchResult:
+    """The results of an existing study, by folder or by name (+ ``storage``)."""
+    study, folder = find_study(name_or_dir, storage, out)
+    return SearchResult(study, folder)
+
+
+def search(
+    model: str | os.PathLike[str] | Any,
+    train_data: Any = None,
+    *,
+    val_data: Any = None,
+    compile_kwargs: Any = None,
+    progress: Any = None,
+    **options: Any,
+) -> SearchResult:
+    """Run a study from a notebook; the keyword options are those of ``precsearch run``.
+
+    Args:
+        model: A model file's path, or a function returning a ``keras.Model`` (then
+            ``train_data`` is required and trials run in this process).
+        train_data: Unbatched examples, or a function returning them (callables only).
+        val_data: Optional validation examples (callables only).
+        compile_kwargs: ``model.compile`` arguments (callables only; else the model must
+            come compiled).
+        progress: Stream for progress lines (default stderr).
+        **options: ``trials``, ``steps``, ``group_by``, ``dtypes``, ``study_name``,
+            ``out``, ``sampler``, ``tolerance``, ... (see :class:`SearchOptions`).
+
+    Returns:
+        A :class:`SearchResult` with ``.trials``, ``.pareto``, ``.best_policy``,
+        ``.reference`` and ``.export(dir)``.
+    """
+    from precsearch.loaders import spec_from_callables
+
+    known = set(SearchOptions.__dataclass_fields__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UserInputError(
+            f"search() got unknown option {unknown[0]!r}; known: {', '.join(sorted(known))}"
+        )
+    if callable(model) and not isinstance(model, (str, os.PathLike)):
+        if train_data is None:
+            raise UserInputError("search(build_fn) needs train_data (examples or a function)")
+        model = spec_from_callables(model, train_data, val_data, compile_kwargs)
+    elif train_data is not None or val_data is not None:
+        raise UserInputError(
+            "train_data/val_data go with a build function; a model file defines its own"
+        )
+    run = run_study(model, SearchOptions(**options), progress=progress)
+    notes = [*run.notes, *([run.verdict] if run.verdict else [])]
+    return SearchResult(run.study, run.study_dir, notes)

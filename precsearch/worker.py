@@ -115,6 +115,24 @@ class InProcess:
             self._split = {}
         return result
 
+    def confirm(
+        self,
+        candidates: list[Policy],
+        global_policy: Policy | None,
+        rounds: int,
+        block: int,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`Runner.confirm <precsearch.runner.Runner.confirm>` here."""
+        return self.runner.confirm(candidates, global_policy, rounds, block)
+
+    def export_saved_model(
+        self, policy: Policy, path: str | os.PathLike[str], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """:meth:`Runner.export_saved_model <precsearch.runner.Runner.export_saved_model>`
+        here."""
+        return self.runner.export_saved_model(policy, path)
+
     def close(self) -> None:
         """Nothing to close."""
 
@@ -319,6 +337,51 @@ class Worker:
         self.trials_in_process += 1
         return result
 
+    def confirm(
+        self,
+        candidates: list[Policy],
+        global_policy: Policy | None,
+        rounds: int,
+        block: int,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`Runner.confirm <precsearch.runner.Runner.confirm>` in the worker.
+
+        Raises:
+            TrialFailed: The worker died or timed out.
+        """
+        return self._call(
+            {
+                "cmd": "confirm",
+                "candidates": [p.to_dict() for p in candidates],
+                "global": global_policy.to_dict() if global_policy else None,
+                "rounds": rounds,
+                "block": block,
+            },
+            timeout,
+        )
+
+    def export_saved_model(
+        self, policy: Policy, path: str | os.PathLike[str], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """:meth:`Runner.export_saved_model <precsearch.runner.Runner.export_saved_model>`
+        in the worker.
+
+        Raises:
+            TrialFailed: The worker died, timed out or the training went non-finite.
+        """
+        return self._call({"cmd": "export", "policy": policy.to_dict(), "path": str(path)}, timeout)
+
+    def _call(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        self.start()
+        self._send(message)
+        reply = self._receive(self.trial_timeout if timeout is None else timeout, message["cmd"])
+        if reply.get("error") == "user_input":
+            raise UserInputError(reply["message"])
+        if "value" not in reply:
+            raise TrialFailed(f"{message['cmd']} failed", reply.get("message", ""))
+        return reply["value"]
+
     def kill(self) -> None:
         """Kill the worker (and anything it started) at once."""
         if self.proc is not None and self.proc.poll() is None:
@@ -404,6 +467,21 @@ def main() -> None:
                         "info": {"pid": os.getpid()},
                     }
                 )
+            elif message["cmd"] == "confirm":
+                assert runner is not None, "confirm before init"
+                value = runner.confirm(
+                    [Policy.from_dict(p) for p in message["candidates"]],
+                    Policy.from_dict(message["global"]) if message["global"] else None,
+                    message["rounds"],
+                    message["block"],
+                )
+                reply({"value": value})
+            elif message["cmd"] == "export":
+                assert runner is not None, "export before init"
+                value = runner.export_saved_model(
+                    Policy.from_dict(message["policy"]), message["path"]
+                )
+                reply({"value": value})
             elif message["cmd"] == "trial":
                 assert runner is not None, "trial before init"
                 policy = Policy.from_dict(message["policy"])
