@@ -85,6 +85,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         confirm_top=args.confirm,
         rounds=args.rounds,
+        dimensions=args.dimension,
+        objectives=args.objective,
+        exporters=args.export,
+        loader=args.loader,
     )
     run = run_study(args.model_file, options)
     for note in run.notes:
@@ -105,6 +109,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _print_paths(paths: dict) -> None:
     for label, path in paths.items():
         print(f"{label + ':':<18} {path}")
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    from precsearch.plugins import GROUPS, PluginError, available
+
+    for kind, group in GROUPS.items():
+        print(f"{kind}s ({group}):")
+        entries = available(kind)
+        names = [entry.name for entry in entries]
+        for entry in entries:
+            try:
+                cls = entry.load()
+                doc = (cls.__doc__ or "").strip().splitlines()
+                status = doc[0] if doc else ""
+            except PluginError as exc:
+                status = f"BROKEN: {exc}"
+            if names.count(entry.name) > 1:
+                status = f"DUPLICATE NAME ({names.count(entry.name)} distributions): {status}"
+            print(f"  {entry.name:<16} {entry.distribution:<24} {status}")
+        if not entries:
+            print("  (none)")
+    return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -149,7 +175,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from precsearch.study import load_study
 
     result = load_study(args.study, storage=args.storage, out=args.out)
-    paths = result.export(args.to)
+    from precsearch.study import DEFAULT_EXPORTERS
+
+    paths = result.export(args.to, [*DEFAULT_EXPORTERS, *args.export])
     if "best_policy.json" not in paths:
         print("note: the study has no confirmed best policy yet; only trials.csv was written")
     _print_paths(paths)
@@ -195,6 +223,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--confirm", type=int, default=3, metavar="N", help="re-measure the top N (0: skip)"
     )
     cmd.add_argument("--rounds", type=_positive_int, default=5, help="confirmation rounds")
+    cmd.add_argument(
+        "--dimension",
+        action="append",
+        metavar="NAME[=ARG]",
+        help="search dimensions (repeatable; replaces the default layer_dtypes, loss_scale, "
+        "batch_size, jit_compile)",
+    )
+    cmd.add_argument(
+        "--objective",
+        action="append",
+        default=[],
+        metavar="NAME[=ARG]",
+        help="an extra objective or constraint beside speedup and fidelity (repeatable)",
+    )
+    cmd.add_argument(
+        "--export",
+        action="append",
+        default=[],
+        metavar="NAME[=ARG]",
+        help="an extra exporter beside policy_json, saved_model, trials_csv (repeatable)",
+    )
+    cmd.add_argument(
+        "--loader",
+        default="model_file",
+        metavar="NAME[=ARG]",
+        help="how MODEL_FILE is read (default model_file; see precsearch plugins)",
+    )
     cmd.set_defaults(func=_cmd_run)
 
     for name, text in (
@@ -207,7 +262,17 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--out", default="studies", help="folder of study folders")
         if name == "export":
             cmd.add_argument("--to", required=True, metavar="DIR", help="where to write")
+            cmd.add_argument(
+                "--export",
+                action="append",
+                default=[],
+                metavar="NAME[=ARG]",
+                help="an extra exporter plugin (repeatable)",
+            )
         cmd.set_defaults(func=_cmd_show if name == "show" else _cmd_export)
+
+    cmd = commands.add_parser("plugins", help="list installed plugins by kind")
+    cmd.set_defaults(func=_cmd_plugins)
 
     cmd = commands.add_parser("policy", help="check a policy file and print what it says")
     cmd.add_argument("file", help="a policy JSON file (precsearch.policy/1)")

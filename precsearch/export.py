@@ -6,12 +6,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+from precsearch.objectives import is_feasible
+from precsearch.plugins._base import Exporter, Winner
+
 __all__ = [
     "best_policy_with_manifest",
+    "PolicyJson",
+    "SavedModel",
+    "TrialsCsv",
     "best_trial",
     "stored_policy",
     "trials_frame",
-    "write_policy",
     "write_trials_csv",
 ]
 
@@ -36,7 +41,6 @@ def trials_frame(study: Any) -> Any:
         blocks = result.get("block_ratios") or {}
         fp32 = result.get("fp32") or {}
         cand = result.get("candidate") or {}
-        constraint = (trial.constraints or {}).get("feasible")
         row: dict[str, Any] = {
             "number": trial.number,
             "state": trial.state.name,
@@ -49,7 +53,7 @@ def trials_frame(study: Any) -> Any:
             "speedup_blocks_min": blocks.get("min"),
             "speedup_blocks_max": blocks.get("max"),
             "fidelity_gap": result.get("fidelity_gap"),
-            "feasible": constraint is not None and constraint <= 0,
+            "feasible": is_feasible(trial),
             "objective_speedup": trial.values[0] if trial.values else None,
             "objective_gap": trial.values[1] if trial.values else None,
             "fp32_samples_per_s": fp32.get("samples_per_s"),
@@ -127,7 +131,7 @@ def best_policy_with_manifest(study: Any) -> Any:
             "rounds": record.get("rounds"),
             "block_steps": record.get("block"),
         },
-        "feasible": trial.constraints.get("feasible", 1.0) <= 0,
+        "feasible": is_feasible(trial),
         "is_fp32": record.get("best_is_fp32", False),
         "verdict": record.get("verdict", ""),
         "study": study.study_name,
@@ -139,6 +143,41 @@ def best_policy_with_manifest(study: Any) -> Any:
     return policy
 
 
-def write_policy(study: Any, path: str | os.PathLike[str]) -> Path:
-    """Write ``best_policy.json`` (the confirmed best policy with its manifest)."""
-    return best_policy_with_manifest(study).save(path)
+class PolicyJson(Exporter):
+    """``best_policy.json``: the winner with its manifest, for ``load_policy``."""
+
+    name = "policy_json"
+
+    def export(self, winner: Winner, directory: Path) -> list[Path]:
+        return [winner.policy.save(directory / "best_policy.json")]
+
+
+class TrialsCsv(Exporter):
+    """``trials.csv``: every trial, its parameters, figures and confirmation."""
+
+    name = "trials_csv"
+
+    def export(self, winner: Winner, directory: Path) -> list[Path]:
+        return [write_trials_csv(winner.study, directory / "trials.csv")]
+
+
+class SavedModel(Exporter):
+    """``saved_model/``: the model trained under the winner, via ``model.export()``.
+
+    Its serving signature takes and returns float32 (the output layer computes in
+    float32); load it with ``tf.saved_model.load``.
+    """
+
+    name = "saved_model"
+    needs_model = True
+
+    def export(self, winner: Winner, directory: Path) -> list[Path]:
+        import shutil
+
+        path = directory / "saved_model"
+        tmp = directory / "saved_model.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        winner.model.export(str(tmp), verbose=False)
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
+        return [path]

@@ -23,8 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.errors import UserInputError
+from precsearch.plugins._base import Loader
 
-__all__ = ["ModelSpec", "load_model_file", "read_config", "spec_from_callables"]
+__all__ = [
+    "ModelFileLoader",
+    "ModelSpec",
+    "load_model_file",
+    "read_config",
+    "spec_from_callables",
+]
 
 CONFIG_KEYS = {
     "batch_size": int,
@@ -195,3 +202,15 @@ def spec_from_callables(
         compile_kwargs=as_function(compile_kwargs),
         fingerprint=hashlib.sha256(name.encode()).hexdigest()[:16],
     )
+
+
+class ModelFileLoader(Loader):
+    """The model file contract of the module doc: ``build_model()``, ``train_data()``..."""
+
+    name = "model_file"
+
+    def load(self, source: Any) -> ModelSpec:
+        return load_model_file(source)
+
+    def config(self, source: Any) -> dict[str, Any]:
+        return read_config(source)

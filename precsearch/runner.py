@@ -674,24 +674,33 @@ class Runner:
                 break
         return model, losses
 
-    def export_saved_model(self, policy: Policy, path: str | os.PathLike[str]) -> dict[str, Any]:
-        """Train under ``policy`` for the budget and export a SavedModel at ``path``.
+    def export(
+        self, policy: Policy, exporters: list[str], directory: str | os.PathLike[str]
+    ) -> dict[str, Any]:
+        """Train under ``policy`` for the budget, then run model exporters on the result.
 
-        The SavedModel has a serving signature with float32 inputs and outputs (the
-        output layer computes in float32), loadable with ``tf.saved_model.load``.
+        Args:
+            policy: The winner (its manifest travels into what is exported).
+            exporters: Names (``NAME`` or ``NAME=ARG``) of exporters with ``needs_model``.
+            directory: Where they write.
+
+        Returns:
+            ``{"paths": [...], "steps", "final_loss"}``.
         """
-        import shutil
+        from precsearch.plugins import Winner, create
 
+        instances = [create("exporter", spec) for spec in exporters]
         model, losses = self.train(policy)
         if not losses or not math.isfinite(losses[-1]):
             raise TrialFailed("export failed", "the loss became non-finite while training")
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.export(str(tmp), verbose=False)
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
-        return {"path": str(path), "steps": len(losses), "final_loss": losses[-1]}
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        paths: list[str] = []
+        for exporter in instances:
+            paths += [
+                str(p) for p in exporter.export(Winner(policy=policy, model=model), directory)
+            ]
+        return {"paths": paths, "steps": len(losses), "final_loss": losses[-1]}
 
     def run_trial(self, policy: Policy, budget: Budget | None = None) -> TrialResult:
         """Train and time one candidate policy against FP32 (see the module doc)."""

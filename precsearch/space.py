@@ -10,19 +10,19 @@ TensorFlow.
 from __future__ import annotations
 
 import re
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from precsearch.errors import UserInputError
 from precsearch.hardware import fast_dtypes
+from precsearch.plugins._base import Dimension
 from precsearch.policy import LR_RULES, LossScale, Policy
 
 __all__ = [
     "GROUP_BY",
     "SHORT_DTYPES",
+    "DEFAULT_DIMENSIONS",
     "BatchSize",
-    "Dimension",
     "JitCompile",
     "LayerDtypes",
     "LossScaling",
@@ -82,33 +82,6 @@ class SpaceOptions:
             self.dtypes = parse_dtypes(self.dtypes)
 
 
-class Dimension(ABC):
-    """One axis of the search: some Optuna parameters and the policy fields they set.
-
-    Args:
-        info: The model info (``model_info.json``).
-        options: The space options.
-    """
-
-    name: ClassVar[str]
-
-    def __init__(self, info: dict[str, Any], options: SpaceOptions) -> None:
-        self.info = info
-        self.options = options
-
-    @abstractmethod
-    def choices(self) -> dict[str, list[Any]]:
-        """Parameter name to its categorical choices, the neutral (baseline) one first."""
-
-    @abstractmethod
-    def write(self, params: dict[str, Any], draft: dict[str, Any]) -> None:
-        """Set this dimension's fields of a policy draft (``Policy`` keyword arguments)."""
-
-    def baseline(self, dtype: str) -> dict[str, Any]:
-        """Parameters of the baseline that computes everything in ``dtype`` (short name)."""
-        return {name: values[0] for name, values in self.choices().items()}
-
-
 def block_of(layer_id: str) -> str:
     """The block a layer belongs to: its top-level name up to the first number.
 
@@ -125,19 +98,9 @@ class LayerDtypes(Dimension):
 
     name = "layer_dtypes"
 
-    def __init__(self, info: dict[str, Any], options: SpaceOptions) -> None:
-        super().__init__(info, options)
-        if options.dtypes is None:
-            fast = fast_dtypes(info.get("gpus"))
-            if not fast:
-                fast = ["bfloat16"]
-                options.notes.append(
-                    "this machine has no fast low precision (no AVX512-BF16/AMX, no "
-                    "suitable GPU): bfloat16 is tried anyway and FP32 is likely to win; "
-                    "pass --dtypes to choose"
-                )
-            options.dtypes = ["float32", *fast]
-        self.dtypes = options.dtypes
+    def __init__(self, info: dict[str, Any], options: SpaceOptions, arg: str | None = None) -> None:
+        super().__init__(info, options, arg)
+        self.dtypes = options.dtypes or ["float32"]
         searchable = [
             layer
             for layer in info["layers"]
@@ -240,7 +203,7 @@ class JitCompile(Dimension):
         draft["jit_compile"] = bool(params["jit_compile"])
 
 
-BUILTIN_DIMENSIONS: tuple[type[Dimension], ...] = (LayerDtypes, LossScaling, BatchSize, JitCompile)
+DEFAULT_DIMENSIONS = ("layer_dtypes", "loss_scale", "batch_size", "jit_compile")
 
 
 class SearchSpace:
@@ -249,18 +212,36 @@ class SearchSpace:
     Args:
         info: The model info (``model_info.json``).
         options: Space options.
-        dimensions: Dimension classes to use (default: the four built-ins).
+        dimensions: Dimension plugin names (``NAME`` or ``NAME=ARG``) or classes;
+            default: the four built-ins.
     """
 
     def __init__(
         self,
         info: dict[str, Any],
         options: SpaceOptions | None = None,
-        dimensions: list[type[Dimension]] | None = None,
+        dimensions: list[str | type[Dimension]] | None = None,
     ) -> None:
+        from precsearch.plugins import create
+
         self.info = info
         self.options = options or SpaceOptions()
-        self.dimensions = [cls(info, self.options) for cls in (dimensions or BUILTIN_DIMENSIONS)]
+        if self.options.dtypes is None:
+            fast = fast_dtypes(info.get("gpus"))
+            if not fast:
+                fast = ["bfloat16"]
+                self.options.notes.append(
+                    "this machine has no fast low precision (no AVX512-BF16/AMX, no "
+                    "suitable GPU): bfloat16 is tried anyway and FP32 is likely to win; "
+                    "pass --dtypes to choose"
+                )
+            self.options.dtypes = ["float32", *fast]
+        self.dimensions: list[Dimension] = []
+        for dim in dimensions or DEFAULT_DIMENSIONS:
+            if isinstance(dim, str):
+                self.dimensions.append(create("dimension", dim, info, self.options))
+            else:
+                self.dimensions.append(dim(info, self.options))
         owner: dict[str, str] = {}
         for dim in self.dimensions:
             for param in dim.choices():

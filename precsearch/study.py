@@ -1,7 +1,8 @@
 """The search: an Optuna study over policies, each trial run by a worker.
 
-Objectives: maximise speedup, minimise the fidelity gap; feasibility is the constraint
-``feasible`` (≤ 0 feasible) set with ``trial.set_constraint``. Infeasible and too-slow
+Objectives (plugins): maximise speedup, minimise the fidelity gap, plus any extra ones;
+each objective may add a constraint with ``trial.set_constraint`` (≤ 0 feasible; the
+fidelity objective's is feasibility itself). Infeasible and too-slow
 trials are COMPLETE with penalty values and a positive constraint, so that samplers learn
 from them; only crashes and timeouts are FAIL. FP32 and the global recipe for each
 low-precision dtype are enqueued first (``skip_if_exists=True``).
@@ -27,24 +28,29 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.errors import TrialFailed, UserInputError
-from precsearch.loaders import ModelSpec, read_config
-from precsearch.objectives import Fidelity
+from precsearch.loaders import ModelSpec
+from precsearch.objectives import Fidelity, is_feasible
+from precsearch.plugins import create, get
 from precsearch.runner import Budget, TrialResult
 from precsearch.space import SearchSpace, SpaceOptions
 
 __all__ = [
-    "PENALTY_GAP",
+    "DEFAULT_EXPORTERS",
     "SAMPLERS",
+    "SearchResult",
     "SearchOptions",
     "make_sampler",
     "open_storage",
     "open_study",
+    "load_study",
     "run_study",
+    "search",
 ]
 
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
-PENALTY_GAP = 1000.0
+DEFAULT_EXPORTERS = ("policy_json", "saved_model", "trials_csv")
 MAX_CURVE_POINTS = 256
+EXTRA_PENALTY = 1e12
 
 
 @dataclass
@@ -69,6 +75,10 @@ class SearchOptions:
     batch_size: int | None = None
     confirm_top: int = 3
     rounds: int = 5
+    dimensions: list[str] | None = None
+    objectives: list[str] = field(default_factory=list)
+    exporters: list[str] = field(default_factory=list)
+    loader: str = "model_file"
     env: dict[str, str] = field(default_factory=dict)
 
     def resolved(self, config: dict[str, Any]) -> SearchOptions:
@@ -131,8 +141,10 @@ def make_sampler(name: str, space: SearchSpace, seed: int, trials: int) -> Any:
     return optuna.samplers.GridSampler(space.choices(), seed=seed)
 
 
-def open_study(name: str, storage: Any, sampler: Any = None) -> Any:
-    """Create or resume the two-objective study ``name``."""
+def open_study(
+    name: str, storage: Any, sampler: Any = None, directions: list[str] | None = None
+) -> Any:
+    """Create or resume the study ``name`` (speedup up, fidelity gap down by default)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -140,7 +152,7 @@ def open_study(name: str, storage: Any, sampler: Any = None) -> Any:
         study_name=name,
         storage=storage,
         sampler=sampler,
-        directions=["maximize", "minimize"],
+        directions=directions or ["maximize", "minimize"],
         load_if_exists=True,
     )
 
@@ -181,26 +193,6 @@ def fail_stale_trials(study: Any, journal: bool) -> list[int]:
     return failed
 
 
-def score(result: TrialResult, tolerance: float) -> tuple[tuple[float, float], float]:
-    """Objective values and constraint of a trial that ran (not ``failed``).
-
-    Feasible trials: ``(speedup, gap)`` and ``gap - tolerance`` (≤ 0). Others get penalty
-    values the sampler can still learn from (the speed measured or, for too-slow ones,
-    estimated by the watchdog; a capped gap) and a constraint ≥ 1.
-    """
-    gap = result.fidelity_gap
-    gap = PENALTY_GAP if gap is None or not math.isfinite(gap) else min(gap, PENALTY_GAP)
-    if result.status == "ok":
-        return (float(result.speedup or 0.0), gap), gap - tolerance
-    speedup = result.speedup
-    if speedup is None:
-        slowdown = result.numerics.get("watchdog_slowdown")
-        speedup = 1.0 / slowdown if slowdown else 0.0
-    if result.status == "infeasible" and result.numerics.get("nonfinite_step"):
-        gap = PENALTY_GAP
-    return (float(speedup), gap), 1.0 + max(0.0, gap - tolerance)
-
-
 class Progress:
     """One line per finished trial: a bar, the trial, the best feasible speedup so far."""
 
@@ -213,8 +205,11 @@ class Progress:
     def __call__(self, study: Any, trial: Any) -> None:
         self.done += 1
         status = trial.user_attrs.get("status", trial.state.name.lower())
-        feasible = trial.constraints and trial.constraints.get("feasible", 1) <= 0
-        if feasible and trial.values and (self.best is None or trial.values[0] > self.best):
+        if (
+            is_feasible(trial)
+            and trial.values
+            and (self.best is None or trial.values[0] > self.best)
+        ):
             self.best = trial.values[0]
         width = 20
         filled = round(width * self.done / max(1, self.total))
@@ -235,12 +230,25 @@ def _params_key(params: dict[str, Any]) -> tuple:
 
 
 def make_objective(
-    space: SearchSpace, executor: Any, budget: Budget, tolerance: float
-) -> Callable[[Any], tuple[float, float]]:
-    """The Optuna objective: suggest a policy, run it in the executor, score it."""
-    host, pid = socket.gethostname(), os.getpid()
+    space: SearchSpace, executor: Any, budget: Budget, objectives: list[Any]
+) -> Callable[[Any], tuple[float, ...]]:
+    """The Optuna objective: suggest a policy, run it in the executor, score it.
 
-    def objective(trial: Any) -> tuple[float, float]:
+    Every objective plugin gives a value (those with a direction) and may give a
+    constraint. Values must be finite for the samplers: a non-finite extra value becomes
+    a large penalty in its direction.
+    """
+    host, pid = socket.gethostname(), os.getpid()
+    reference_cache: dict[str, TrialResult] = {}
+
+    def reference(study: Any) -> TrialResult | None:
+        if "fp32" not in reference_cache:
+            for done in study.get_trials(deepcopy=False):
+                if done.user_attrs.get("baseline") == "fp32" and "result" in done.user_attrs:
+                    reference_cache["fp32"] = TrialResult.from_dict(done.user_attrs["result"])
+        return reference_cache.get("fp32")
+
+    def objective(trial: Any) -> tuple[float, ...]:
         from optuna.trial import TrialState
 
         trial.set_user_attr("host", host)
@@ -254,7 +262,8 @@ def make_objective(
                 for attr in ("result", "status", "reason"):
                     trial.set_user_attr(attr, done.user_attrs.get(attr, ""))
                 trial.set_user_attr("duplicate_of", done.number)
-                trial.set_constraint("feasible", done.constraints.get("feasible", 1.0))
+                for name, value in (done.constraints or {}).items():
+                    trial.set_constraint(name, value)
                 return tuple(done.values)
         result = executor.run_trial(policy, budget)
         trial.set_user_attr("result", result.to_dict(max_points=MAX_CURVE_POINTS))
@@ -262,9 +271,19 @@ def make_objective(
         trial.set_user_attr("reason", result.reason)
         if result.status == "failed":
             raise TrialFailed(result.reason, result.numerics.get("detail", ""))
-        values, constraint = score(result, tolerance)
-        trial.set_constraint("feasible", constraint)
-        return values
+        ref = reference(trial.study)
+        values = []
+        for plugin in objectives:
+            constraint = plugin.constraint(result, ref)
+            if constraint is not None:
+                trial.set_constraint(plugin.name, float(constraint))
+            if plugin.direction is None:
+                continue
+            value = plugin.value(result, ref)
+            if value is None or not math.isfinite(value):
+                value = -EXTRA_PENALTY if plugin.direction == "maximize" else EXTRA_PENALTY
+            values.append(float(value))
+        return tuple(values)
 
     return objective
 
@@ -305,16 +324,13 @@ def confirm(
     global_trial = next((t for label, t in by_label.items() if label.startswith("global_")), None)
     global_policy = stored_policy(global_trial) if global_trial else None
 
-    def feasible(t: Any) -> bool:
-        return (t.constraints or {}).get("feasible", 1.0) <= 0
-
     front = [
         t
         for t in study.best_trials
         if "duplicate_of" not in t.user_attrs and stored_policy(t) != fp32_policy
     ]
     chosen = sorted(front, key=lambda t: -t.values[0])[:top]
-    if global_trial is not None and feasible(global_trial) and global_trial not in chosen:
+    if global_trial is not None and is_feasible(global_trial) and global_trial not in chosen:
         chosen.append(global_trial)
     figures = executor.confirm(
         [stored_policy(t) for t in chosen], global_policy, rounds=rounds, block=block
@@ -385,6 +401,35 @@ class StudyRun:
     verdict: str = ""
 
 
+def export_winner(
+    study: Any,
+    directory: Path,
+    exporters: list[str],
+    model_exports: Callable[[Any, list[str]], Any],
+) -> dict[str, Path]:
+    """Run exporter plugins on the confirmed best policy; return what they wrote.
+
+    Exporters that need the trained model go through ``model_exports(policy, names)``
+    (a worker trains the policy for the budget once for all of them); the others get
+    the study here.
+    """
+    from precsearch.export import best_policy_with_manifest
+    from precsearch.plugins import Winner
+
+    directory.mkdir(parents=True, exist_ok=True)
+    best = best_policy_with_manifest(study)
+    written: list[Path] = []
+    needs_model = [
+        spec for spec in exporters if get("exporter", spec.partition("=")[0]).needs_model
+    ]
+    for spec in exporters:
+        if spec not in needs_model:
+            written += create("exporter", spec).export(Winner(policy=best, study=study), directory)
+    if needs_model:
+        written += [Path(p) for p in model_exports(best, needs_model)]
+    return {path.name: path for path in written}
+
+
 def run_study(
     model: str | os.PathLike[str] | ModelSpec,
     options: SearchOptions,
@@ -394,24 +439,38 @@ def run_study(
     """Run (or resume) a study: the body of ``precsearch run`` and ``precsearch.search``.
 
     Args:
-        model: The user's model file, or a spec of callables (run in this process).
+        model: A source for the loader (a model file's path by default), or a spec of
+            callables (run in this process).
         options: The run's options.
         progress: A stream for progress lines (default stderr).
         executor: A ready executor (``Worker`` or ``InProcess``); by default one is made
             from the options.
 
     Raises:
-        UserInputError: Bad options, a broken model file, or a study that was created
-            with another search space.
+        UserInputError: Bad options, a broken model file, an unknown plugin, or a study
+            that was created with another search space.
     """
+    import json
+
+    from optuna.trial import TrialState
+
     from precsearch import export
     from precsearch.worker import InProcess, Worker
 
     t_start = time.perf_counter()
     spec = model if isinstance(model, ModelSpec) else None
     model_path = None if spec is not None else Path(model).resolve()
-    config = spec.config if spec is not None else read_config(model_path)
+    loader = create("loader", options.loader)
+    config = spec.config if spec is not None else loader.config(model_path)
     options = options.resolved(config)
+    objectives = [
+        create("objective", "speedup"),
+        create("objective", f"fidelity={options.tolerance}"),
+        *[create("objective", name) for name in options.objectives],
+    ]
+    exporters = [*DEFAULT_EXPORTERS, *[e for e in options.exporters if e not in DEFAULT_EXPORTERS]]
+    for name in exporters:
+        get("exporter", name.partition("=")[0])  # unknown or broken: fail before any trial
     if spec is not None and not options.in_process:
         warnings.warn(
             "a model given as callables runs its trials in this process: crashes and hangs "
@@ -436,10 +495,8 @@ def run_study(
     own_executor = executor is None
     if executor is None:
         if options.in_process:
-            from precsearch.loaders import load_model_file
-
             executor = InProcess(
-                spec or load_model_file(model_path), work_dir, budget, fidelity, options.batch_size
+                spec or loader.load(model_path), work_dir, budget, fidelity, options.batch_size
             )
         else:
             executor = Worker(
@@ -450,20 +507,25 @@ def run_study(
                 options.batch_size,
                 trial_timeout=options.trial_timeout,
                 env=options.env,
+                loader=options.loader,
             )
+    verdict = ""
+    paths = {
+        "study folder": study_dir,
+        "storage": Path(options.storage or study_dir / "study.journal"),
+    }
     try:
         executor.start()
-        import json
-
         info = json.loads((work_dir / "model_info.json").read_text())
-        space = SearchSpace(info, space_options)
+        space = SearchSpace(info, space_options, options.dimensions)
         sampler = make_sampler(options.sampler, space, options.seed, options.trials)
-        study = open_study(name, storage, sampler)
-        described = space.describe()
+        described = {**space.describe(), "objectives": [o.name for o in objectives]}
+        study = open_study(name, storage, sampler, [o.direction for o in objectives if o.direction])
         stored = study.user_attrs.get("space")
         if stored is None:
             study.set_user_attr("space", described)
             study.set_user_attr("model_file", str(model_path) if model_path else spec.source)
+            study.set_user_attr("loader", options.loader)
             study.set_user_attr("budget", budget.__dict__)
             study.set_user_attr("tolerance", fidelity.tolerance)
             study.set_user_attr("model_info", info)
@@ -480,43 +542,35 @@ def run_study(
                 f"this run uses {budget.__dict__}: their trials are not comparable",
                 stacklevel=2,
             )
-        stale = fail_stale_trials(
-            study, journal=options.storage is None or "://" not in options.storage
-        )
+        journal = options.storage is None or "://" not in options.storage
+        stale = fail_stale_trials(study, journal=journal)
         notes = list(space.options.notes)
         if stale:
             notes.append(f"marked trials {stale} failed: their run was killed")
         for label, params in space.baselines():
             study.enqueue_trial(params, user_attrs={"baseline": label}, skip_if_exists=True)
 
-        from optuna.trial import TrialState
-
         before = {
             t.number for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING
         }
-        objective = make_objective(space, executor, budget, fidelity.tolerance)
         study.optimize(
-            objective,
+            make_objective(space, executor, budget, objectives),
             n_trials=options.trials,
             timeout=options.timeout,
             catch=(TrialFailed,),
             callbacks=[Progress(options.trials, progress)],
         )
-        verdict = ""
-        paths = {
-            "study folder": study_dir,
-            "storage": Path(options.storage or study_dir / "study.journal"),
-        }
         if options.confirm_top > 0:
             try:
                 record = confirm(
                     study, executor, options.confirm_top, options.rounds, max(10, budget.block)
                 )
                 verdict = record["verdict"]
-                best = export.best_policy_with_manifest(study)
-                paths["best_policy.json"] = best.save(study_dir / "best_policy.json")
-                executor.export_saved_model(best, study_dir / "saved_model")
-                paths["saved_model"] = study_dir / "saved_model"
+
+                def model_exports(policy: Any, names: list[str]) -> list[str]:
+                    return executor.export(policy, names, study_dir)["paths"]
+
+                paths.update(export_winner(study, study_dir, exporters, model_exports))
             except TrialFailed as exc:
                 first = str(exc).splitlines()[0][:300]
                 notes.append(f"confirmation or export failed ({first}); the trials stand")
@@ -633,12 +687,15 @@ class SearchResult:
                 return TrialResult.from_dict(trial.user_attrs["result"])
         return None
 
-    def export(self, directory: str | os.PathLike[str]) -> dict[str, Path]:
-        """Write ``best_policy.json``, ``trials.csv`` and ``saved_model/`` into a folder.
+    def export(
+        self, directory: str | os.PathLike[str], exporters: list[str] | None = None
+    ) -> dict[str, Path]:
+        """Run exporters into a folder: by default ``best_policy.json``,
+        ``saved_model/`` and ``trials.csv``.
 
-        The SavedModel is copied from the study folder; where it is missing (say, the
-        study came from a shared storage) the best policy is trained again for the
-        budget in a worker and exported.
+        A SavedModel already in the study folder is copied; otherwise (say, the study
+        came from a shared storage, or another model exporter is named) the best policy
+        is trained again for the budget in a worker and the model exporters run there.
         """
         import shutil
 
@@ -646,24 +703,24 @@ class SearchResult:
 
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
-        paths = {"trials.csv": write_trials_csv(self.study, target / "trials.csv")}
-        policy = self.best_policy
-        if policy is None:
-            return paths
-        paths["best_policy.json"] = policy.save(target / "best_policy.json")
+        if not self.confirmation:
+            return {"trials.csv": write_trials_csv(self.study, target / "trials.csv")}
         source = self.study_dir / "saved_model"
-        destination = target / "saved_model"
-        if source.resolve() == destination.resolve():
-            paths["saved_model"] = destination
-        elif source.exists():
-            shutil.rmtree(destination, ignore_errors=True)
-            shutil.copytree(source, destination)
-            paths["saved_model"] = destination
-        else:
-            paths["saved_model"] = self._train_and_export(policy, destination)
-        return paths
 
-    def _train_and_export(self, policy: Any, destination: Path) -> Path:
+        def model_exports(policy: Any, names: list[str]) -> list[str]:
+            if names == ["saved_model"] and source.exists():
+                destination = target / "saved_model"
+                if source.resolve() != destination.resolve():
+                    shutil.rmtree(destination, ignore_errors=True)
+                    shutil.copytree(source, destination)
+                return [str(destination)]
+            return self._train_and_export(policy, names, target)
+
+        return export_winner(
+            self.study, target, list(exporters or DEFAULT_EXPORTERS), model_exports
+        )
+
+    def _train_and_export(self, policy: Any, names: list[str], target: Path) -> list[str]:
         from precsearch.worker import Worker
 
         model_file = self.study.user_attrs.get("model_file", "")
@@ -673,9 +730,9 @@ class SearchResult:
                 "here to train one"
             )
         budget = Budget(**self.study.user_attrs.get("budget", {}))
-        with Worker(model_file, self.study_dir / "work", budget) as worker:
-            worker.export_saved_model(policy, destination)
-        return destination
+        loader = self.study.user_attrs.get("loader", "model_file")
+        with Worker(model_file, self.study_dir / "work", budget, loader=loader) as worker:
+            return worker.export(policy, names, target)["paths"]
 
 
 def load_study(

@@ -126,12 +126,15 @@ class InProcess:
         """:meth:`Runner.confirm <precsearch.runner.Runner.confirm>` here."""
         return self.runner.confirm(candidates, global_policy, rounds, block)
 
-    def export_saved_model(
-        self, policy: Policy, path: str | os.PathLike[str], timeout: float | None = None
+    def export(
+        self,
+        policy: Policy,
+        exporters: list[str],
+        directory: str | os.PathLike[str],
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        """:meth:`Runner.export_saved_model <precsearch.runner.Runner.export_saved_model>`
-        here."""
-        return self.runner.export_saved_model(policy, path)
+        """:meth:`Runner.export <precsearch.runner.Runner.export>` here."""
+        return self.runner.export(policy, exporters, directory)
 
     def close(self) -> None:
         """Nothing to close."""
@@ -157,6 +160,7 @@ class Worker:
         batch_size: The model's own batch size (default from the model file).
         trial_timeout: Wall-clock seconds a trial may take before its worker is killed.
         env: Extra environment variables for the worker.
+        loader: The loader plugin (``NAME`` or ``NAME=ARG``) that reads ``model_file``.
     """
 
     def __init__(
@@ -168,7 +172,9 @@ class Worker:
         batch_size: int | None = None,
         trial_timeout: float = 1800.0,
         env: dict[str, str] | None = None,
+        loader: str = "model_file",
     ) -> None:
+        self.loader = loader
         self.model_file = str(Path(model_file).resolve())
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -233,6 +239,7 @@ class Worker:
             {
                 "cmd": "init",
                 "model_file": self.model_file,
+                "loader": self.loader,
                 "work_dir": str(self.work_dir),
                 "budget": self.budget.__dict__,
                 "fidelity": self.fidelity.__dict__,
@@ -361,16 +368,25 @@ class Worker:
             timeout,
         )
 
-    def export_saved_model(
-        self, policy: Policy, path: str | os.PathLike[str], timeout: float | None = None
+    def export(
+        self,
+        policy: Policy,
+        exporters: list[str],
+        directory: str | os.PathLike[str],
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        """:meth:`Runner.export_saved_model <precsearch.runner.Runner.export_saved_model>`
-        in the worker.
+        """:meth:`Runner.export <precsearch.runner.Runner.export>` in the worker.
 
         Raises:
             TrialFailed: The worker died, timed out or the training went non-finite.
         """
-        return self._call({"cmd": "export", "policy": policy.to_dict(), "path": str(path)}, timeout)
+        message = {
+            "cmd": "export",
+            "policy": policy.to_dict(),
+            "exporters": exporters,
+            "directory": str(directory),
+        }
+        return self._call(message, timeout)
 
     def _call(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         self.start()
@@ -448,12 +464,12 @@ def main() -> None:
                 import tensorflow  # noqa: F401  (timed on its own: the import split)
 
                 t_import = time.perf_counter() - t0
-                from precsearch.loaders import load_model_file
+                from precsearch.plugins import create
                 from precsearch.runner import Runner
 
                 t0 = time.perf_counter()
                 runner = Runner(
-                    load_model_file(message["model_file"]),
+                    create("loader", message["loader"]).load(message["model_file"]),
                     work_dir=message["work_dir"],
                     budget=Budget(**message["budget"]),
                     fidelity=Fidelity(**message["fidelity"]),
@@ -478,8 +494,8 @@ def main() -> None:
                 reply({"value": value})
             elif message["cmd"] == "export":
                 assert runner is not None, "export before init"
-                value = runner.export_saved_model(
-                    Policy.from_dict(message["policy"]), message["path"]
+                value = runner.export(
+                    Policy.from_dict(message["policy"]), message["exporters"], message["directory"]
                 )
                 reply({"value": value})
             elif message["cmd"] == "trial":

@@ -35,7 +35,7 @@ def test_trials_keep_their_results_in_the_storage(tiny_study):
     trial = study.trials[0]
     result = trial.user_attrs["result"]
     assert result["status"] == "ok" and len(result["curve"]["loss"]) <= 256
-    assert trial.constraints["feasible"] <= 0
+    assert trial.constraints["fidelity"] <= 0
 
 
 def test_bad_model_file_and_flags_exit_2(tmp_path):
@@ -60,8 +60,8 @@ def test_a_nan_policy_is_an_infeasible_trial_and_the_study_completes(tmp_path):
     bf16 = by_label["global_bfloat16"]
     assert bf16.state.name == "COMPLETE"
     assert bf16.user_attrs["status"] == "infeasible" and "non-finite" in bf16.user_attrs["reason"]
-    assert bf16.constraints["feasible"] > 0
-    assert by_label["fp32"].constraints["feasible"] <= 0
+    assert bf16.constraints["fidelity"] > 0
+    assert by_label["fp32"].constraints["fidelity"] <= 0
 
 
 @pytest.mark.slow
