@@ -28,8 +28,11 @@ from precsearch.plugins._base import Loader
 __all__ = [
     "ModelFileLoader",
     "ModelSpec",
+    "functions_of",
+    "import_model_file",
     "load_model_file",
     "read_config",
+    "read_literal",
     "spec_from_callables",
 ]
 
@@ -50,14 +53,7 @@ def _one_line(exc: BaseException) -> str:
     return message if len(message) <= 200 else message[:197] + "..."
 
 
-def read_config(path: str | Path) -> dict[str, Any]:
-    """``precsearch_config`` of a model file, read as a literal without importing it.
-
-    Raises:
-        UserInputError: Missing file, syntax error, or a config that is not a literal
-            dict of known keys.
-    """
-    path = Path(path)
+def _parse(path: Path) -> ast.Module:
     try:
         source = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -65,29 +61,46 @@ def read_config(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserInputError(f"{path}: cannot read model file ({_one_line(exc)})") from None
     try:
-        tree = ast.parse(source, filename=str(path))
+        return ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise UserInputError(
             f"{path}:{exc.lineno}: syntax error in model file ({exc.msg})"
         ) from None
-    config: dict[str, Any] = {}
-    for node in tree.body:
+
+
+def read_literal(path: str | Path, name: str, default: Any = None) -> Any:
+    """The value of a top-level ``name = <literal>`` in a Python file, without importing it.
+
+    Raises:
+        UserInputError: Missing file, syntax error, or a value that is not a literal.
+    """
+    path = Path(path)
+    value = default
+    for node in _parse(path).body:
         targets = node.targets if isinstance(node, ast.Assign) else []
         if isinstance(node, ast.AnnAssign):
             targets = [node.target]
-        if not any(isinstance(t, ast.Name) and t.id == "precsearch_config" for t in targets):
+        if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
             continue
         try:
             value = ast.literal_eval(node.value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            raise UserInputError(
-                f"{path}: precsearch_config must be a literal dict (no names or calls)"
-            ) from None
-        if not isinstance(value, dict):
-            raise UserInputError(
-                f"{path}: precsearch_config is a {type(value).__name__}, expected a dict"
-            )
-        config = value
+            raise UserInputError(f"{path}: {name} must be a literal (no names or calls)") from None
+    return value
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """``precsearch_config`` of a model file, read as a literal without importing it.
+
+    Raises:
+        UserInputError: Missing file, syntax error, or a config that is not a literal
+            dict of known keys.
+    """
+    config = read_literal(path, "precsearch_config", {})
+    if not isinstance(config, dict):
+        raise UserInputError(
+            f"{path}: precsearch_config is a {type(config).__name__}, expected a dict"
+        )
     for key, value in config.items():
         if key not in CONFIG_KEYS:
             known = ", ".join(sorted(CONFIG_KEYS))
@@ -133,17 +146,10 @@ class ModelSpec:
         return {"source": self.source, "config": self.config, "fingerprint": self.fingerprint}
 
 
-def load_model_file(path: str | Path) -> ModelSpec:
-    """Import a model file and check that it follows the contract.
-
-    Only the presence and callability of the functions is checked here; what they
-    return is checked when the model is first built (:mod:`precsearch.runner`).
-
-    Raises:
-        UserInputError: One line naming the file, the function and what was expected.
-    """
+def import_model_file(path: str | Path) -> Any:
+    """Import a Python file as a fresh module; any error is one ``UserInputError`` line."""
     path = Path(path).resolve()
-    config = read_config(path)
+    read_config(path)  # syntax and config errors first, without running anything
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     module_name = f"precsearch_user_model_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -158,16 +164,17 @@ def load_model_file(path: str | Path) -> ModelSpec:
         raise UserInputError(
             f"{path}: importing the model file failed ({_one_line(exc)})"
         ) from None
+    module.__precsearch_fingerprint__ = digest
+    return module
+
+
+def functions_of(module: Any, path: str | Path, required: tuple[str, ...]) -> dict[str, Any]:
+    """The contract's functions a module defines, checked for presence and callability."""
     functions: dict[str, Any] = {}
-    for name, required in (
-        ("build_model", True),
-        ("train_data", True),
-        ("val_data", False),
-        ("compile_kwargs", False),
-    ):
+    for name in ("build_model", "train_data", "val_data", "compile_kwargs"):
         value = getattr(module, name, None)
         if value is None:
-            if required:
+            if name in required:
                 raise UserInputError(
                     f"{path}: no function {name}() (the model file must define it)"
                 )
@@ -175,7 +182,27 @@ def load_model_file(path: str | Path) -> ModelSpec:
         if not callable(value):
             raise UserInputError(f"{path}: {name} is a {type(value).__name__}, expected a function")
         functions[name] = value
-    return ModelSpec(source=str(path), config=config, fingerprint=digest, **functions)
+    return functions
+
+
+def load_model_file(path: str | Path) -> ModelSpec:
+    """Import a model file and check that it follows the contract.
+
+    Only the presence and callability of the functions is checked here; what they
+    return is checked when the model is first built (:mod:`precsearch.runner`).
+
+    Raises:
+        UserInputError: One line naming the file, the function and what was expected.
+    """
+    path = Path(path).resolve()
+    module = import_model_file(path)
+    functions = functions_of(module, path, ("build_model", "train_data"))
+    return ModelSpec(
+        source=str(path),
+        config=read_config(path),
+        fingerprint=module.__precsearch_fingerprint__,
+        **functions,
+    )
 
 
 def spec_from_callables(

@@ -140,8 +140,9 @@ class TrialResult:
         fidelity_gap: Distance from FP32 in units of the FP32 band (see objectives).
         curve: ``{"batch_size", "samples", "loss"}``: loss per step by samples seen.
         val: ``{"loss", "metric", "metric_name"}`` when there is validation data.
-        peak_memory_mb: Peak process RSS (CPU) or device memory (GPU).
-        memory_kind: ``"rss"`` or ``"gpu"``.
+        peak_memory_mb: Peak process RSS during the trial (CPU) or device memory (GPU).
+        memory_kind: ``"rss"`` or ``"gpu"`` (``"rss (process lifetime)"`` where the
+            kernel's peak mark cannot be reset).
         numerics: ``nonfinite_step``, ``loss_scale`` (per step, dynamic scaling),
             ``min_loss_scale``, ``skipped_steps``, ``skipped_share``.
         timings: Wall seconds by phase: reference, build, trace, warmup, measured,
@@ -253,7 +254,25 @@ class Reference:
         return cls(**data)
 
 
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (Linux ≥ 4.0), so a peak is per trial."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        return False
+    return True
+
+
 def _peak_rss_mb() -> float:
+    """Peak resident memory since the last reset (or of the process), in MiB."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -717,6 +736,8 @@ class Runner:
         if gpu:
             self._tf.config.experimental.reset_memory_stats("GPU:0")
         result.memory_kind = "gpu" if gpu else "rss"
+        if not gpu and not _reset_peak_rss():
+            result.memory_kind = "rss (process lifetime)"
 
         t0 = time.perf_counter()
         reference = self.reference(batch_size, policy.lr_rule)
