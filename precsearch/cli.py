@@ -85,6 +85,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         confirm_top=args.confirm,
         rounds=args.rounds,
+        watchdog=args.watchdog,
         dimensions=args.dimension,
         objectives=args.objective,
         exporters=args.export,
@@ -223,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--confirm", type=int, default=3, metavar="N", help="re-measure the top N (0: skip)"
     )
     cmd.add_argument("--rounds", type=_positive_int, default=5, help="confirmation rounds")
+    cmd.add_argument(
+        "--watchdog",
+        type=_positive_float,
+        metavar="X",
+        help="stop a trial whose first step is X times slower than FP32's (default 5)",
+    )
     cmd.add_argument(
         "--dimension",
         action="append",

@@ -591,6 +591,10 @@ class Runner:
             val_loss.append(val.get("loss"))
             val_metric.append(val.get("metric"))
             metric_name = val.get("metric_name", metric_name)
+        if batch_size == self.batch_size and batch_size not in self._timing_models:
+            # Traced FP32 at the model's own batch size is all the timing model needs:
+            # its weights do not matter, and a second trace would cost seconds.
+            self._timing_models[batch_size] = (model, iterator)
         ref = Reference(
             batch_size=batch_size,
             lr_rule=lr_rule,

@@ -75,6 +75,7 @@ class SearchOptions:
     batch_size: int | None = None
     confirm_top: int = 3
     rounds: int = 5
+    watchdog: float | None = None
     dimensions: list[str] | None = None
     objectives: list[str] = field(default_factory=list)
     exporters: list[str] = field(default_factory=list)
@@ -104,7 +105,12 @@ class SearchOptions:
 
     def budget(self) -> Budget:
         """The trial budget these options ask for."""
-        return Budget(steps=self.steps) if self.steps else Budget()
+        changes: dict[str, Any] = {}
+        if self.steps:
+            changes["steps"] = self.steps
+        if self.watchdog:
+            changes["watchdog"] = self.watchdog
+        return Budget(**changes)
 
 
 def open_storage(storage: str | None, study_dir: Path) -> Any:

@@ -1,0 +1,58 @@
+"""Smoke tests: every example study runs a couple of trials, so none goes stale."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import precsearch
+
+STUDIES = Path(__file__).parents[1] / "studies"
+EXAMPLES = sorted(p.name for p in STUDIES.iterdir() if (p / "model.py").exists())
+
+
+def test_every_example_has_a_readme():
+    assert EXAMPLES
+    for name in EXAMPLES:
+        assert (STUDIES / name / "README.md").exists(), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in EXAMPLES if n != "overflow_trap"])
+def test_example_runs(name, tmp_path):
+    # One trial (the FP32 baseline) exercises the whole file: build, data, train,
+    # validation. More would mostly add tracing (MobileNetV2: ~12 s a model).
+    result = precsearch.search(
+        str(STUDIES / name / "model.py"),
+        trials=1,
+        steps=10,
+        dtypes="float32,bfloat16",
+        out=str(tmp_path),
+        in_process=True,
+        confirm_top=0,
+    )
+    frame = result.trials
+    fp32 = frame[frame["baseline"] == "fp32"].iloc[0]
+    assert fp32["status"] == "ok", fp32["reason"]
+    assert result.reference.val  # every example has validation data
+
+
+@pytest.mark.slow
+def test_overflow_trap_rejects_global_float16(tmp_path):
+    result = precsearch.search(
+        str(STUDIES / "overflow_trap" / "model.py"),
+        trials=3,
+        steps=12,
+        group_by="layer",
+        out=str(tmp_path),
+        in_process=True,
+        confirm_top=0,
+        watchdog=1000.0,
+    )
+    trials = {t.user_attrs.get("baseline"): t for t in result.study.trials}
+    assert trials["fp32"].user_attrs["status"] == "ok"
+    global_fp16 = trials["global_float16"]
+    assert global_fp16.user_attrs["status"] == "infeasible", global_fp16.user_attrs["reason"]
+    for trial in result.study.best_trials:  # every feasible policy keeps the trap float32
+        assert trial.params.get("dtype:naive_softmax", "float32") == "float32"
