@@ -257,6 +257,8 @@ class Worker:
         total = time.perf_counter() - t0
         split = {"import": reply["import"], "setup": reply["setup"]}
         split["worker_start"] = max(0.0, total - split["import"] - split["setup"])
+        # Charged to the next trial, whoever started the worker.
+        self._start_split = dict(split)
         return split
 
     def _send(self, message: dict[str, Any]) -> None:
@@ -315,7 +317,8 @@ class Worker:
         timeout = self.trial_timeout if timeout is None else timeout
         t0 = time.perf_counter()
         try:
-            split = self.start()
+            self.start()
+            split, self._start_split = self._start_split, {}
             self._send(
                 {
                     "cmd": "trial",

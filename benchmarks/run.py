@@ -1,0 +1,451 @@
+"""Side-by-side benchmarks of precsearch on this machine: run by hand, never in CI.
+
+    python benchmarks/run.py all            # everything, in order (about 45 minutes on 2 cores)
+    python benchmarks/run.py quality        # or one: quality, repeatability, efficiency,
+                                            #         overhead, scaling
+
+Writes ``benchmarks/results/<name>.md`` (and ``.csv``) with the machine and the date.
+Nothing else may run on the machine meanwhile: on 2 cores a second job skews every
+figure (4x errors were seen that way). Study folders go to ``benchmarks/work/``
+(ignored by git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import precsearch
+from precsearch.hardware import describe
+from precsearch.report import summarize_policy
+from precsearch.runner import Budget, TrialResult
+from precsearch.space import SearchSpace, SpaceOptions
+from precsearch.worker import Worker
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+WORK = ROOT / "benchmarks" / "work"
+STUDIES = ROOT / "studies"
+
+# Budgets sized for a 2-core CPU; each is stated in the results.
+QUALITY = {
+    "wide_mlp": {"trials": 10},
+    "digits_cnn": {"trials": 10},
+    "tiny_transformer": {"trials": 10},
+    "tutorial_cnn": {"trials": 8, "steps": 30},
+    "mobilenet_v2": {"trials": 8, "steps": 30},
+    "overflow_trap": {"trials": 8, "group_by": "layer", "watchdog": 100.0},
+}
+
+
+def header(title: str) -> str:
+    hw = describe()
+    versions = json.dumps(_versions())
+    return (
+        f"# {title}\n\n"
+        f"Measured {datetime.date.today().isoformat()} on {hw['cpu']} ({hw['cpu_count']} cores; "
+        f"low-precision flags: {', '.join(hw['cpu_low_precision_flags']) or 'none'}; no GPU). "
+        f"Versions: {versions}. Produced by `python benchmarks/run.py`; nothing else ran on "
+        "the machine meanwhile.\n\n"
+    )
+
+
+def _versions() -> dict[str, str]:
+    import keras
+    import optuna
+
+    return {
+        "precsearch": precsearch.__version__,
+        "keras": keras.__version__,
+        "optuna": optuna.__version__,
+    }
+
+
+def fmt(figures: dict[str, float] | None) -> str:
+    if not figures:
+        return "-"
+    return f"{figures['median']:.2f}x ({figures['min']:.2f}-{figures['max']:.2f})"
+
+
+def quality() -> None:
+    rows = []
+    for name, budget in QUALITY.items():
+        t0 = time.perf_counter()
+        result = precsearch.search(
+            str(STUDIES / name / "model.py"),
+            out=str(WORK / "quality"),
+            study_name=name,
+            progress=sys.stderr,
+            **budget,
+        )
+        seconds = time.perf_counter() - t0
+        record = result.confirmation
+        policy = result.best_policy
+        frame = result.trials
+        manifest = policy.manifest if policy else {}
+        confirmed = manifest.get("confirmed", {})
+        rows.append(
+            {
+                "example": name,
+                "budget": ", ".join(f"{k}={v}" for k, v in budget.items()),
+                "trials": len(frame),
+                "statuses": ", ".join(
+                    f"{k} {v}" for k, v in frame["status"].value_counts().items()
+                ),
+                "best_trial": record.get("best_trial"),
+                "best_is_fp32": record.get("best_is_fp32"),
+                "best_policy": summarize_policy(policy.to_dict()) if policy else "-",
+                "batch_size": policy.batch_size if policy else None,
+                "jit": policy.jit_compile if policy else None,
+                "vs_fp32": fmt(confirmed.get("speedup_vs_fp32")),
+                "vs_global": fmt(confirmed.get("speedup_vs_global_mixed")),
+                "global_vs_fp32": fmt(record.get("global_vs_fp32")),
+                "fidelity_gap": confirmed.get("fidelity_gap"),
+                "feasible": manifest.get("feasible"),
+                "verdict": record.get("verdict", ""),
+                "wall_s": round(seconds),
+            }
+        )
+        pd.DataFrame(rows).to_csv(RESULTS / "policy_quality.csv", index=False)
+    lines = [header("Policy quality: the found policy vs FP32 and vs the global recipe")]
+    lines.append(
+        "Each example: a search with the stated budget (default steps from its "
+        "`precsearch_config` unless given), then the confirmation: the top 3 feasible "
+        "candidates re-measured in one worker for 5 rounds of 10 steps, interleaved with FP32 "
+        "and the global recipe (one global mixed policy, float32 output). Speedups are "
+        "samples/s ratios within a round: median (min-max) over the 5 rounds. dtypes: this "
+        "CPU has no AVX512-BF16/AMX, so float32 and bfloat16 are searched (precsearch's note "
+        "says so); overflow_trap searches float32 and float16 as its config asks.\n"
+    )
+    lines.append(
+        "| example | budget | best policy | batch | XLA | vs FP32 | vs global recipe | "
+        "global recipe vs FP32 | gap | wall |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
+    for r in rows:
+        gap = f"{r['fidelity_gap']:.2f}" if r["fidelity_gap"] is not None else "-"
+        best = "FP32" if r["best_is_fp32"] else r["best_policy"]
+        lines.append(
+            f"| {r['example']} | {r['budget']} | {best} | {r['batch_size']} | "
+            f"{'on' if r['jit'] else 'off'} | {r['vs_fp32']} | {r['vs_global']} | "
+            f"{r['global_vs_fp32']} | {gap} | {r['wall_s']} s |"
+        )
+    lines.append("\n## Verdicts, including every loss\n")
+    for r in rows:
+        lines.append(
+            f"- **{r['example']}** ({r['trials']} trials: {r['statuses']}): {r['verdict']}."
+        )
+    (RESULTS / "policy_quality.md").write_text("\n".join(lines) + "\n")
+
+
+# MobileNetV2 belongs here too (about 6 minutes more on 2 cores); see results/README.
+REPEATABILITY = ("wide_mlp", "digits_cnn")
+
+
+def _candidates(name: str) -> tuple[list[Any], Any, list[int], Any]:
+    result = precsearch.load_study(WORK / "quality" / name)
+    record = result.confirmation
+    study = result.study
+    numbers = [c["trial"] for c in record["candidates"]]
+
+    def policy(number: int) -> Any:
+        return precsearch.Policy.from_dict(study.trials[number].user_attrs["result"]["policy"])
+
+    global_policy = (
+        policy(record["global_trial"]) if record.get("global_trial") is not None else None
+    )
+    return [policy(n) for n in numbers], global_policy, numbers, study
+
+
+def repeatability() -> None:
+    rows = []
+    for name in REPEATABILITY:
+        candidates, global_policy, numbers, study = _candidates(name)
+        if not candidates:
+            continue
+        budget = Budget(**study.user_attrs["budget"])
+        runs = []
+        for repeat in range(2):
+            if repeat:
+                time.sleep(30)  # a different time, as well as a different process
+            with Worker(STUDIES / name / "model.py", WORK / "quality" / name / "work", budget) as w:
+                runs.append(w.confirm(candidates, global_policy, rounds=5, block=10))
+        for i, number in enumerate(numbers):
+            a = runs[0]["candidates"][i]["speedup_vs_fp32"]
+            b = runs[1]["candidates"][i]["speedup_vs_fp32"]
+            rows.append(
+                {
+                    "example": name,
+                    "trial": number,
+                    "run1": fmt(a),
+                    "run2": fmt(b),
+                    "median_diff_pct": round(100 * abs(a["median"] - b["median"]) / a["median"], 1),
+                }
+            )
+
+        def winner(run: dict[str, Any], numbers: list[int] = numbers) -> int:
+            medians = [c["speedup_vs_fp32"]["median"] for c in run["candidates"]]
+            best = max(range(len(medians)), key=medians.__getitem__)
+            return numbers[best] if medians[best] > 1 else -1
+
+        rows.append(
+            {
+                "example": name,
+                "trial": "winner",
+                "run1": winner(runs[0]),
+                "run2": winner(runs[1]),
+                "median_diff_pct": None,
+            }
+        )
+    pd.DataFrame(rows).to_csv(RESULTS / "repeatability.csv", index=False)
+    lines = [header("Repeatability of the confirmation")]
+    lines.append(
+        "The confirmation of the same candidates (the ones the policy-quality study "
+        "confirmed) run twice: two separate worker processes, 30 s apart, each 5 rounds "
+        "of 10 steps interleaved with FP32. Speedup vs FP32: median (min-max) over rounds. "
+        "Winner: the trial a confirmation would choose (-1: FP32).\n"
+    )
+    lines.append("| example | trial | run 1 | run 2 | medians differ by |\n|---|---|---|---|---|")
+    for r in rows:
+        diff = f"{r['median_diff_pct']}%" if r["median_diff_pct"] is not None else "-"
+        lines.append(f"| {r['example']} | {r['trial']} | {r['run1']} | {r['run2']} | {diff} |")
+    (RESULTS / "repeatability.md").write_text("\n".join(lines) + "\n")
+
+
+def efficiency() -> None:
+    import optuna
+
+    name = "tiny_transformer"
+    path = STUDIES / name / "model.py"
+    budget = Budget(steps=20)
+    work = WORK / "efficiency"
+    with Worker(path, work, budget) as worker:
+        worker.start()
+        info = json.loads((work / "model_info.json").read_text())
+        space = SearchSpace(
+            info, SpaceOptions(group_by="type", dtypes=["float32", "bfloat16"]), ["layer_dtypes"]
+        )
+        choices = space.choices()
+        names = list(choices)
+        points = [
+            dict(zip(names, values, strict=True)) for values in itertools.product(*choices.values())
+        ]
+        table: dict[tuple, float] = {}
+        t0 = time.perf_counter()
+        for start in range(0, len(points), 16):
+            chunk = points[start : start + 16]
+            figures = worker.confirm([space.policy(p) for p in chunk], None, rounds=2, block=5)
+            for params, entry in zip(chunk, figures["candidates"], strict=True):
+                table[tuple(params[n] for n in names)] = entry["speedup_vs_fp32"]["median"]
+        measure_s = time.perf_counter() - t0
+    optimum = max(table.values())
+    pd.DataFrame(
+        [{**dict(zip(names, key, strict=True)), "speedup": v} for key, v in table.items()]
+    ).to_csv(RESULTS / "search_efficiency_table.csv", index=False)
+
+    def replay(sampler_name: str, trials: int, seed: int) -> float:
+        samplers = {
+            "tpe": lambda: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3),
+            "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed, population_size=4),
+            "random": lambda: optuna.samplers.RandomSampler(seed=seed),
+        }
+        study = optuna.create_study(direction="maximize", sampler=samplers[sampler_name]())
+        study.optimize(
+            lambda t: table[tuple(t.suggest_categorical(n, choices[n]) for n in names)],
+            n_trials=trials,
+        )
+        return study.best_value / optimum
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rows = []
+    for sampler_name in ("tpe", "nsga2", "random"):
+        for trials in (10, 20, 30):
+            shares = [replay(sampler_name, trials, seed) for seed in range(5)]
+            rows.append(
+                {
+                    "sampler": sampler_name,
+                    "trials": trials,
+                    "mean_share": statistics.mean(shares),
+                    "min_share": min(shares),
+                    "max_share": max(shares),
+                }
+            )
+    pd.DataFrame(rows).to_csv(RESULTS / "search_efficiency.csv", index=False)
+    ranked = sorted(table.items(), key=lambda kv: -kv[1])
+    lines = [header("Search efficiency: samplers replayed against an exhaustive table")]
+    lines.append(
+        f"Space: {name}, `group_by=type`, float32/bfloat16 for each of {len(names)} layer "
+        f"classes ({', '.join(n.split(':', 1)[1] for n in names)}): {len(points)} policies, "
+        f"batch size and XLA fixed. Every point measured once against FP32, in chunks of 16 "
+        f"interleaved with FP32 in one worker (2 rounds of 5 steps each; {measure_s:.0f} s). "
+        f"Exhaustive optimum: {optimum:.3f}x FP32; the five best: "
+        + "; ".join(f"{v:.3f}" for _, v in ranked[:5])
+        + f"; the worst {ranked[-1][1]:.3f}. Fidelity is not part of this replay (speed only). "
+        "Share = the best speedup a sampler found within N trials over the exhaustive "
+        "optimum, over 5 seeds (TPE with 3 start-up trials, NSGA-II with population 4).\n"
+    )
+    lines.append("| sampler | trials | mean share | min | max |\n|---|---|---|---|---|")
+    for r in rows:
+        lines.append(
+            f"| {r['sampler']} | {r['trials']} | {r['mean_share']:.3f} | {r['min_share']:.3f} | "
+            f"{r['max_share']:.3f} |"
+        )
+    spread = max(table.values()) - min(table.values())
+    lines.append(
+        f"\nThe whole table spans {spread:.3f} in speedup: single measurements of 2 rounds "
+        "carry noise of a similar size, so a share near 1 means 'found a point measured as "
+        "well as the best', not a proven optimum."
+    )
+    (RESULTS / "search_efficiency.md").write_text("\n".join(lines) + "\n")
+
+
+PHASES = (
+    "worker_start",
+    "import",
+    "setup",
+    "reference",
+    "build",
+    "trace",
+    "warmup",
+    "measured",
+    "train",
+    "evaluate",
+)
+
+
+def overhead() -> None:
+    rows = []
+    for name in ("wide_mlp", "mobilenet_v2"):
+        study = precsearch.load_study(WORK / "quality" / name).study
+        results = [
+            TrialResult.from_dict(t.user_attrs["result"])
+            for t in study.trials
+            if "result" in t.user_attrs and "duplicate_of" not in t.user_attrs
+        ]
+        totals = {p: sum(r.timings.get(p, 0.0) for r in results) for p in PHASES}
+        total = sum(r.timings.get("total", 0.0) for r in results)
+        useful = totals["measured"] + totals["train"]
+        rows.append(
+            {
+                "example": name,
+                "trials": len(results),
+                "total_s": total,
+                **totals,
+                "overhead_share": 1 - useful / total,
+            }
+        )
+    pd.DataFrame(rows).to_csv(RESULTS / "overhead.csv", index=False)
+    lines = [header("Overhead: where a trial's wall time goes")]
+    lines.append(
+        "Summed over the trials of the policy-quality studies (duplicates excluded). "
+        "Overhead = everything but the measured blocks and the rest of the training. "
+        "`reference` = FP32 reference runs (3 seeds per new batch size) plus the FP32 timing "
+        "model; worker start, import and set-up are paid once per worker (one per study here).\n"
+    )
+    lines.append("| example | trials | total | " + " | ".join(PHASES) + " | overhead |")
+    lines.append("|---" * (len(PHASES) + 4) + "|")
+    for r in rows:
+        cells = " | ".join(f"{r[p]:.0f} s" for p in PHASES)
+        lines.append(
+            f"| {r['example']} | {r['trials']} | {r['total_s']:.0f} s | {cells} | "
+            f"{r['overhead_share']:.0%} |"
+        )
+    (RESULTS / "overhead.md").write_text("\n".join(lines) + "\n")
+
+
+def scaling() -> None:
+    rows = []
+    for group_by in ("global", "type", "block", "layer"):
+        t0 = time.perf_counter()
+        result = precsearch.search(
+            str(STUDIES / "mobilenet_v2" / "model.py"),
+            out=str(WORK / "scaling"),
+            study_name=f"mobilenet_{group_by}",
+            group_by=group_by,
+            trials=6,
+            steps=20,
+            dimensions=["layer_dtypes"],
+            confirm_top=0,
+            progress=sys.stderr,
+        )
+        seconds = time.perf_counter() - t0
+        frame = result.trials
+        feasible = frame[frame["feasible"]]
+        best = feasible["objective_speedup"].max() if not feasible.empty else float("nan")
+        first_best = (
+            int(feasible.loc[feasible["objective_speedup"].idxmax(), "number"]) + 1
+            if not feasible.empty
+            else None
+        )
+        rows.append(
+            {
+                "group_by": group_by,
+                "parameters": len([c for c in frame.columns if c.startswith("param:dtype")]),
+                "trials": len(frame),
+                "wall_s": round(seconds),
+                "best_speedup": best,
+                "trials_to_best": first_best,
+            }
+        )
+    pd.DataFrame(rows).to_csv(RESULTS / "scaling.csv", index=False)
+    lines = [header("Scaling: search cost vs the number of dtype choices (MobileNetV2)")]
+    lines.append(
+        "MobileNetV2 (alpha 0.35, 96 px, 155 layers, 8 classes) with one dtype choice per "
+        "model (`global`), per layer class (`type`), per block (`block`) or per layer "
+        "(`layer`). Same budget each: 6 trials of 20 steps, only the layer_dtypes dimension "
+        "(batch size 32, XLA off), no confirmation, TPE. The first two trials are the "
+        "enqueued baselines (FP32, global bfloat16).\n"
+    )
+    lines.append(
+        "| group_by | dtype parameters | trials | wall | best feasible speedup | trials to best |\n"
+        "|---|---|---|---|---|---|"
+    )
+    for r in rows:
+        lines.append(
+            f"| {r['group_by']} | {r['parameters']} | {r['trials']} | {r['wall_s']} s | "
+            f"{r['best_speedup']:.2f}x | {r['trials_to_best']} |"
+        )
+    lines.append(
+        "\nSix trials cannot explore 150 per-layer choices: the per-layer space needs a budget "
+        "in the hundreds, which is why `type` is the default."
+    )
+    (RESULTS / "scaling.md").write_text("\n".join(lines) + "\n")
+
+
+STEPS = {
+    "quality": quality,
+    "repeatability": repeatability,
+    "efficiency": efficiency,
+    "overhead": overhead,
+    "scaling": scaling,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=[*STEPS, "all"])
+    args = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    for name, step in STEPS.items():
+        if args.step in (name, "all"):
+            t0 = time.perf_counter()
+            print(f"== {name}", file=sys.stderr, flush=True)
+            step()
+            print(
+                f"== {name} done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True
+            )
+
+
+if __name__ == "__main__":
+    main()
