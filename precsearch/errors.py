@@ -7,7 +7,9 @@ one line, while :class:`TrialFailed` fails a single trial and the search goes on
 
 from __future__ import annotations
 
-__all__ = ["PrecsearchError", "UserInputError", "TrialFailed"]
+from pathlib import Path
+
+__all__ = ["PrecsearchError", "TrialFailed", "UserInputError", "one_line", "read_user_file"]
 
 
 class PrecsearchError(Exception):
@@ -34,3 +36,25 @@ class TrialFailed(PrecsearchError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one short line for a message: ``Type: first line``."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def read_user_file(path: Path, kind: str) -> str:
+    """The text of a file the user named; missing or unreadable is a UserInputError.
+
+    Args:
+        path: The file.
+        kind: What it should be, for the message (``"model file"``, ``"policy file"``).
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such {kind}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"{path}: cannot read {kind} ({one_line(exc)})") from None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from precsearch.errors import UserInputError
+from precsearch.errors import UserInputError, one_line, read_user_file
 from precsearch.plugins._base import Loader
 
 __all__ = [
@@ -46,20 +46,8 @@ CONFIG_KEYS = {
 }
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    message = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    return message if len(message) <= 200 else message[:197] + "..."
-
-
 def _parse(path: Path) -> ast.Module:
-    try:
-        source = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserInputError(f"{path}: no such model file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"{path}: cannot read model file ({_one_line(exc)})") from None
+    source = read_user_file(path, "model file")
     try:
         return ast.parse(source, filename=str(path))
     except SyntaxError as exc:
@@ -161,9 +149,7 @@ def import_model_file(path: str | Path) -> Any:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[module_name]
-        raise UserInputError(
-            f"{path}: importing the model file failed ({_one_line(exc)})"
-        ) from None
+        raise UserInputError(f"{path}: importing the model file failed ({one_line(exc)})") from None
     module.__precsearch_fingerprint__ = digest
     return module
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from precsearch.errors import UserInputError
+from precsearch.errors import UserInputError, read_user_file
 
 __all__ = [
     "DTYPES",
@@ -507,12 +507,7 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
             version, or any field is invalid; the message names the file and the field.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserInputError(f"{path}: no such policy file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"{path}: cannot read policy file ({exc})") from None
+    text = read_user_file(path, "policy file")
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from precsearch.errors import TrialFailed, UserInputError
+from precsearch.errors import TrialFailed, UserInputError, one_line
 from precsearch.loaders import ModelSpec
 from precsearch.objectives import Fidelity, judge
 from precsearch.policy import Policy, iter_layers
@@ -276,12 +276,6 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
 class Runner:
     """One model problem, built once, on which trials are run in this process.
 
@@ -348,7 +342,7 @@ class Runner:
         try:
             model = self.spec.build_model()
         except Exception as exc:
-            raise UserInputError(f"{self._where('build_model')} raised {_one_line(exc)}") from None
+            raise UserInputError(f"{self._where('build_model')} raised {one_line(exc)}") from None
         if not isinstance(model, keras.Model):
             raise UserInputError(
                 f"{self._where('build_model')} returned {type(model).__name__}, "
@@ -374,7 +368,7 @@ class Runner:
                 kwargs = dict(self.spec.compile_kwargs())
             except Exception as exc:
                 raise UserInputError(
-                    f"{self._where('compile_kwargs')} raised {_one_line(exc)}"
+                    f"{self._where('compile_kwargs')} raised {one_line(exc)}"
                 ) from None
             optimizer = kwargs.get("optimizer", "rmsprop")
             if isinstance(optimizer, keras.optimizers.Optimizer):
@@ -399,7 +393,7 @@ class Runner:
         try:
             data = getattr(self.spec, function)()
         except Exception as exc:
-            raise UserInputError(f"{self._where(function)} raised {_one_line(exc)}") from None
+            raise UserInputError(f"{self._where(function)} raised {one_line(exc)}") from None
         expected = "expected (x, y) arrays or an unbatched tf.data.Dataset"
         if isinstance(data, tf.data.Dataset):
             dataset = data
@@ -409,7 +403,7 @@ class Runner:
             except Exception as exc:
                 raise UserInputError(
                     f"{self._where(function)} returned arrays that do not line up "
-                    f"({_one_line(exc)}), {expected}"
+                    f"({one_line(exc)}), {expected}"
                 ) from None
         else:
             raise UserInputError(
@@ -453,7 +447,7 @@ class Runner:
         except Exception as exc:
             raise UserInputError(
                 f"{self._where('train_data')} examples do not fit build_model()'s model "
-                f"({_one_line(exc)})"
+                f"({one_line(exc)})"
             ) from None
 
     def _model_info(self, model: Any) -> dict[str, Any]:
