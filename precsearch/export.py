@@ -130,6 +130,7 @@ def best_policy_with_manifest(study: Any) -> Any:
             "fidelity_gap": result.get("fidelity_gap"),
             "rounds": record.get("rounds"),
             "block_steps": record.get("block"),
+            "fp32_copy_vs_fp32": record.get("null_vs_fp32"),
         },
         "feasible": is_feasible(trial),
         "is_fp32": record.get("best_is_fp32", False),

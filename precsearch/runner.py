@@ -25,6 +25,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import resource
 import time
 import warnings
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 STATUSES = ("ok", "infeasible", "too_slow", "failed")
+MIN_BLOCK_S = 0.25  # shortest timed block in a confirmation round
 
 
 @dataclass(frozen=True)
@@ -633,10 +635,14 @@ class Runner:
 
         Returns:
             ``{"candidates": [{"speedup_vs_fp32", "speedup_vs_global_mixed",
-            "samples_per_s"}...], "global_vs_fp32", "fp32_samples_per_s", "rounds",
-            "block"}`` where each speedup is ``{median, min, max, rounds}``.
+            "samples_per_s"}...], "global_vs_fp32", "null_vs_fp32", "fp32_samples_per_s",
+            "rounds", "block"}`` where each speedup is ``{median, min, max, rounds}``;
+            ``null_vs_fp32`` is a second FP32 copy against the first (ideally 1).
         """
-        configs: list[tuple[str, Policy]] = [("fp32", Policy(batch_size=self.batch_size))]
+        fp32 = Policy(batch_size=self.batch_size)
+        # "null" is a second, identical FP32 model measured like a candidate: what it
+        # scores against FP32 is the instrument's own error on this model and machine.
+        configs: list[tuple[str, Policy]] = [("fp32", fp32), ("null", fp32)]
         if global_policy is not None:
             configs.append(("global", global_policy))
         configs += [(f"c{i}", policy) for i, policy in enumerate(candidates)]
@@ -645,14 +651,22 @@ class Runner:
             policy = self._normalise(policy)
             model = self._model_for(policy, seed=0)
             iterator = iter(self.dataset(policy.batch_size, seed=0))
-            for _ in range(1 + self.budget.warmup):
+            for _ in range(self.budget.warmup):
                 _step(model, iterator)
-            running.append((label, model, iterator, policy.batch_size))
+            # Blocks of at least MIN_BLOCK_S: a few millisecond steps are too short a
+            # window on a shared machine (FP32 against itself swung 0.8-1.25x that way).
+            seconds = _step(model, iterator)[0]
+            steps = max(block, math.ceil(MIN_BLOCK_S / max(seconds, 1e-6)))
+            running.append((label, model, iterator, policy.batch_size, steps))
         rates: dict[str, list[float]] = {label: [] for label, *_ in running}
-        for r in range(rounds):
-            shift = r % len(running)
-            for label, model, iterator, batch_size in running[shift:] + running[:shift]:
-                times = [_step(model, iterator)[0] for _ in range(block)]
+        order = random.Random(0)
+        for _ in range(rounds):
+            # A fresh order each round, so that no configuration always follows the same
+            # one (what ran before leaves caches and data threads behind); one untimed
+            # step lets that settle.
+            for label, model, iterator, batch_size, steps in order.sample(running, len(running)):
+                _step(model, iterator)
+                times = [_step(model, iterator)[0] for _ in range(steps)]
                 rates[label].append(batch_size / _median(times))
 
         def ratio(a: str, b: str) -> dict[str, float]:
@@ -663,6 +677,7 @@ class Runner:
             "block": block,
             "fp32_samples_per_s": _median(rates["fp32"]),
             "global_vs_fp32": ratio("global", "fp32") if global_policy is not None else None,
+            "null_vs_fp32": ratio("null", "fp32"),
             "candidates": [],
         }
         for i in range(len(candidates)):
