@@ -341,6 +341,11 @@ class Runner:
 
     def _build(self) -> Any:
         keras = self._keras
+        # Keras numbers unnamed layers per process (dense, dense_1, ...): start each
+        # build from zero so that every build has the layer ids of model_info.json.
+        from keras.src.utils.naming import reset_uids
+
+        reset_uids()
         try:
             model = self.spec.build_model()
         except Exception as exc:

@@ -135,3 +135,32 @@ def test_float16_slowdown_is_stopped_by_the_watchdog():
     assert "slower than FP32" in result.reason
     assert time.perf_counter() - t0 < 30
     assert len(result.curve["loss"]) == 2
+
+
+def test_unnamed_layers_keep_their_ids_from_build_to_build(tmp_path):
+    """Keras numbers unnamed layers per process; a per-layer policy written from
+    model_info.json must still match the models built later (MobileNetV2's head is one)."""
+    import keras
+    import numpy as np
+
+    from precsearch.loaders import spec_from_callables
+
+    def build():
+        return keras.Sequential(
+            [keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(2)], name="unnamed"
+        )
+
+    rng = np.random.default_rng(0)
+    data = (rng.normal(size=(256, 8)).astype("float32"), rng.integers(0, 2, 256))
+    compile_kwargs = {"optimizer": "adam", "loss": "sparse_categorical_crossentropy"}
+    runner = Runner(
+        spec_from_callables(build, data, compile_kwargs=compile_kwargs),
+        work_dir=tmp_path,
+        budget=Budget(steps=6, warmup=1, block=2),
+    )
+    hidden = next(layer["id"] for layer in runner.info["layers"] if not layer["output"])
+    assert hidden == "dense"
+    keras.layers.Dense(3)  # the process's counter moves on, as in a long-lived worker
+    for _ in range(2):
+        result = runner.run_trial(Policy(layers={hidden: "mixed_bfloat16"}))
+        assert result.status == "ok", result.reason
