@@ -39,14 +39,20 @@ def _cmd_policy(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
+def _positive_int(text: str, least: int = 1) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    if value < least:
+        raise argparse.ArgumentTypeError(
+            f"{value} is not a positive integer" if least else f"{value} is negative"
+        )
     return value
+
+
+def _count(text: str) -> int:
+    return _positive_int(text, least=0)
 
 
 def _positive_float(text: str) -> float:
@@ -104,6 +110,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(time_summary(run.results, run.seconds))
     print()
     _print_paths(run.paths)
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from precsearch.report import time_summary
+    from precsearch.study import run_study, worker_options
+
+    model_file, options = worker_options(
+        args.study, args.storage, args.out, args.trials, args.timeout, args.model_file
+    )
+    run = run_study(model_file, options)
+    for note in run.notes:
+        print(f"note: {note}")
+    print()
+    print(time_summary(run.results, run.seconds))
     return 0
 
 
@@ -200,7 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
         "and train_data() (see the README).",
     )
     cmd.add_argument("model_file", metavar="MODEL_FILE")
-    cmd.add_argument("--trials", type=_positive_int, help="trials to run now (default 16)")
+    cmd.add_argument(
+        "--trials",
+        type=_count,
+        help="trials to run now (default 16; 0: only confirm and export, say after workers "
+        "on other machines)",
+    )
     cmd.add_argument("--timeout", type=_positive_float, help="stop starting trials after SEC")
     cmd.add_argument(
         "--trial-timeout", type=_positive_float, default=1800.0, help="kill a trial after SEC"
@@ -277,6 +303,20 @@ def build_parser() -> argparse.ArgumentParser:
                 help="an extra exporter plugin (repeatable)",
             )
         cmd.set_defaults(func=_cmd_show if name == "show" else _cmd_export)
+
+    cmd = commands.add_parser(
+        "worker",
+        help="run trials of an existing study on a shared storage (one per machine)",
+        description="Join a study that `precsearch run` created on a shared storage "
+        "(PostgreSQL): run trials with the study's own options, no confirmation.",
+    )
+    cmd.add_argument("study", metavar="STUDY", help="the study's name")
+    cmd.add_argument("--storage", required=True, help="the shared Optuna storage URL")
+    cmd.add_argument("--trials", type=_positive_int, help="trials to run (default 16)")
+    cmd.add_argument("--timeout", type=_positive_float, help="stop starting trials after SEC")
+    cmd.add_argument("--model-file", help="the model file here (default: the study's path)")
+    cmd.add_argument("--out", default="studies", help="folder for this worker's work files")
+    cmd.set_defaults(func=_cmd_worker)
 
     cmd = commands.add_parser("plugins", help="list installed plugins by kind")
     cmd.set_defaults(func=_cmd_plugins)

@@ -97,11 +97,19 @@ class SearchOptions:
             raise UserInputError(
                 f"--sampler {filled.sampler!r}: expected one of {', '.join(SAMPLERS)}"
             )
-        for key in ("trials", "steps"):
-            value = getattr(filled, key)
-            if value is not None and value < 1:
-                raise UserInputError(f"--{key} {value}: expected a positive integer")
+        if filled.trials is not None and filled.trials < 0:
+            raise UserInputError(f"--trials {filled.trials}: expected 0 or more")
+        if filled.steps is not None and filled.steps < 1:
+            raise UserInputError(f"--steps {filled.steps}: expected a positive integer")
         return filled
+
+    def shared(self) -> dict[str, Any]:
+        """What every worker of a study must run the same way (stored in the study)."""
+        keys = (
+            "group_by", "dtypes", "steps", "tolerance", "sampler", "lr_rule", "batch_size",
+            "watchdog", "dimensions", "objectives", "loader", "trial_timeout",
+        )  # fmt: skip
+        return {key: getattr(self, key) for key in keys}
 
     def budget(self) -> Budget:
         """The trial budget these options ask for."""
@@ -123,7 +131,9 @@ def open_storage(storage: str | None, study_dir: Path) -> Any:
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
     try:
-        return optuna.storages.RDBStorage(storage, heartbeat_interval=60, grace_period=300)
+        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(storage, heartbeat_interval=60, grace_period=300)
     except Exception as exc:
         raise UserInputError(
             f"--storage {storage!r}: cannot open ({type(exc).__name__}: {exc})"
@@ -548,6 +558,7 @@ def run_study(
             study.set_user_attr("budget", budget.__dict__)
             study.set_user_attr("tolerance", fidelity.tolerance)
             study.set_user_attr("model_info", info)
+            study.set_user_attr("options", {**options.shared(), "dtypes": space.dtypes})
         elif stored != described:
             changed = sorted(k for k in described if stored.get(k) != described[k])
             raise UserInputError(
@@ -647,6 +658,48 @@ def find_study(
     except KeyError:
         raise UserInputError(f"{name_or_dir}: no study named {name!r} in that storage") from None
     return study, folder
+
+
+def worker_options(
+    name: str,
+    storage: str,
+    out: str = "studies",
+    trials: int | None = None,
+    timeout: float | None = None,
+    model_file: str | None = None,
+) -> tuple[str, SearchOptions]:
+    """The model file and options for one more worker of an existing shared study.
+
+    Everything that defines the study comes from the study itself; this worker runs
+    trials only (the confirmation is left to a ``run``, say ``run --trials 0``), and
+    its sampler seed is its process id, so that workers do not propose the same trials.
+
+    Raises:
+        UserInputError: No such study, one made before workers existed, or no model file.
+    """
+    study, _ = find_study(name, storage, out)
+    shared = study.user_attrs.get("options")
+    if shared is None:
+        raise UserInputError(
+            f"study {study.study_name!r} has no stored options (made by an older precsearch): "
+            "join it with `precsearch run` and the same options instead"
+        )
+    path = model_file or study.user_attrs.get("model_file", "")
+    if not Path(path).is_file():
+        raise UserInputError(
+            f"{path}: the study's model file is not on this machine (pass --model-file)"
+        )
+    options = SearchOptions(
+        **shared,
+        trials=trials,
+        timeout=timeout,
+        study_name=study.study_name,
+        storage=storage,
+        out=out,
+        seed=os.getpid(),
+        confirm_top=0,
+    )
+    return path, options
 
 
 class SearchResult:
