@@ -2,7 +2,7 @@
 
     python benchmarks/run.py all            # everything, in order (about 45 minutes on 2 cores)
     python benchmarks/run.py quality        # or one: quality, repeatability, efficiency,
-                                            #         overhead, scaling
+                                            #         scaling, overhead
 
 Writes ``benchmarks/results/<name>.md`` (and ``.csv``) with the machine and the date.
 Nothing else may run on the machine meanwhile: on 2 cores a second job skews every
@@ -17,6 +17,7 @@ import datetime
 import itertools
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -42,8 +43,8 @@ QUALITY = {
     "wide_mlp": {"trials": 10},
     "digits_cnn": {"trials": 10},
     "tiny_transformer": {"trials": 10},
-    "tutorial_cnn": {"trials": 8, "steps": 30},
-    "mobilenet_v2": {"trials": 8, "steps": 30},
+    "tutorial_cnn": {"trials": 6, "steps": 30},
+    "mobilenet_v2": {"trials": 6, "steps": 30},
     "overflow_trap": {"trials": 8, "group_by": "layer", "watchdog": 100.0},
 }
 
@@ -80,6 +81,7 @@ def fmt(figures: dict[str, float] | None) -> str:
 def quality() -> None:
     rows = []
     for name, budget in QUALITY.items():
+        shutil.rmtree(WORK / "quality" / name, ignore_errors=True)  # a fresh search
         t0 = time.perf_counter()
         result = precsearch.search(
             str(STUDIES / name / "model.py"),
@@ -110,6 +112,7 @@ def quality() -> None:
                 "vs_fp32": fmt(confirmed.get("speedup_vs_fp32")),
                 "vs_global": fmt(confirmed.get("speedup_vs_global_mixed")),
                 "global_vs_fp32": fmt(record.get("global_vs_fp32")),
+                "fp32_copy_vs_fp32": fmt(record.get("null_vs_fp32")),
                 "fidelity_gap": confirmed.get("fidelity_gap"),
                 "feasible": manifest.get("feasible"),
                 "verdict": record.get("verdict", ""),
@@ -121,15 +124,18 @@ def quality() -> None:
     lines.append(
         "Each example: a search with the stated budget (default steps from its "
         "`precsearch_config` unless given), then the confirmation: the top 3 feasible "
-        "candidates re-measured in one worker for 5 rounds of 10 steps, interleaved with FP32 "
-        "and the global recipe (one global mixed policy, float32 output). Speedups are "
-        "samples/s ratios within a round: median (min-max) over the 5 rounds. dtypes: this "
+        "candidates re-measured in one worker for 5 rounds (blocks of at least 10 steps and "
+        "0.25 s, a fresh order each round), interleaved with FP32, a second copy of FP32 and "
+        "the global recipe (one global mixed policy, float32 output). Speedups are samples/s "
+        "ratios within a round: median (min-max) over the 5 rounds. 'FP32 copy' is the "
+        "instrument's own error: FP32 timed against itself. dtypes: this "
         "CPU has no AVX512-BF16/AMX, so float32 and bfloat16 are searched (precsearch's note "
         "says so); overflow_trap searches float32 and float16 as its config asks.\n"
     )
     lines.append(
         "| example | budget | best policy | batch | XLA | vs FP32 | vs global recipe | "
-        "global recipe vs FP32 | gap | wall |\n|---|---|---|---|---|---|---|---|---|---|"
+        "global recipe vs FP32 | FP32 copy | gap | wall |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|"
     )
     for r in rows:
         gap = f"{r['fidelity_gap']:.2f}" if r["fidelity_gap"] is not None else "-"
@@ -137,7 +143,7 @@ def quality() -> None:
         lines.append(
             f"| {r['example']} | {r['budget']} | {best} | {r['batch_size']} | "
             f"{'on' if r['jit'] else 'off'} | {r['vs_fp32']} | {r['vs_global']} | "
-            f"{r['global_vs_fp32']} | {gap} | {r['wall_s']} s |"
+            f"{r['global_vs_fp32']} | {r['fp32_copy_vs_fp32']} | {gap} | {r['wall_s']} s |"
         )
     lines.append("\n## Verdicts, including every loss\n")
     for r in rows:
@@ -147,8 +153,7 @@ def quality() -> None:
     (RESULTS / "policy_quality.md").write_text("\n".join(lines) + "\n")
 
 
-# MobileNetV2 belongs here too (about 6 minutes more on 2 cores); see results/README.
-REPEATABILITY = ("wide_mlp", "digits_cnn")
+REPEATABILITY = ("wide_mlp", "digits_cnn", "mobilenet_v2")
 
 
 def _candidates(name: str) -> tuple[list[Any], Any, list[int], Any]:
@@ -192,10 +197,24 @@ def repeatability() -> None:
                 }
             )
 
+        a, b = runs[0]["null_vs_fp32"], runs[1]["null_vs_fp32"]
+        rows.append(
+            {
+                "example": name,
+                "trial": "FP32 copy",
+                "run1": fmt(a),
+                "run2": fmt(b),
+                "median_diff_pct": round(100 * abs(a["median"] - b["median"]) / a["median"], 1),
+            }
+        )
+
         def winner(run: dict[str, Any], numbers: list[int] = numbers) -> int:
+            # The rule of precsearch's confirmation: above 1 and above every round of
+            # the FP32 copy.
+            bar = max(1.0, run["null_vs_fp32"]["max"])
             medians = [c["speedup_vs_fp32"]["median"] for c in run["candidates"]]
             best = max(range(len(medians)), key=medians.__getitem__)
-            return numbers[best] if medians[best] > 1 else -1
+            return numbers[best] if medians[best] > bar else -1
 
         rows.append(
             {
@@ -211,8 +230,10 @@ def repeatability() -> None:
     lines.append(
         "The confirmation of the same candidates (the ones the policy-quality study "
         "confirmed) run twice: two separate worker processes, 30 s apart, each 5 rounds "
-        "of 10 steps interleaved with FP32. Speedup vs FP32: median (min-max) over rounds. "
-        "Winner: the trial a confirmation would choose (-1: FP32).\n"
+        "(blocks of at least 10 steps and 0.25 s, a fresh order each round) interleaved with "
+        "FP32 and a second copy of FP32 ('FP32 copy': the instrument's own error). Speedup "
+        "vs FP32: median (min-max) over rounds. Winner: the trial a confirmation would "
+        "choose (-1: FP32).\n"
     )
     lines.append("| example | trial | run 1 | run 2 | medians differ by |\n|---|---|---|---|---|")
     for r in rows:
@@ -221,35 +242,63 @@ def repeatability() -> None:
     (RESULTS / "repeatability.md").write_text("\n".join(lines) + "\n")
 
 
+# Small enough to enumerate: digits_cnn with one dtype per layer (5 hidden layers), XLA on or
+# off and two batch sizes: 2**5 * 2 * 2 = 128 policies. (tiny_transformer by type, 256
+# policies, ran over 24 minutes here without finishing.)
+EFFICIENCY = {
+    "example": "digits_cnn",
+    "group_by": "layer",
+    "dimensions": ["layer_dtypes", "jit_compile", "batch_size"],
+    "batch_sizes": [64, 256],
+    "rounds": 3,
+    "block": 5,
+    "chunk": 16,
+}
+
+
 def efficiency() -> None:
     import optuna
 
-    name = "tiny_transformer"
+    cfg = EFFICIENCY
+    name = cfg["example"]
     path = STUDIES / name / "model.py"
     budget = Budget(steps=20)
     work = WORK / "efficiency"
     with Worker(path, work, budget) as worker:
         worker.start()
         info = json.loads((work / "model_info.json").read_text())
-        space = SearchSpace(
-            info, SpaceOptions(group_by="type", dtypes=["float32", "bfloat16"]), ["layer_dtypes"]
+        options = SpaceOptions(
+            group_by=cfg["group_by"], dtypes=["float32", "bfloat16"], batch_sizes=cfg["batch_sizes"]
         )
+        space = SearchSpace(info, options, cfg["dimensions"])
         choices = space.choices()
         names = list(choices)
         points = [
             dict(zip(names, values, strict=True)) for values in itertools.product(*choices.values())
         ]
-        table: dict[tuple, float] = {}
+        table: dict[tuple, dict[str, float]] = {}
         t0 = time.perf_counter()
-        for start in range(0, len(points), 16):
-            chunk = points[start : start + 16]
-            figures = worker.confirm([space.policy(p) for p in chunk], None, rounds=2, block=5)
+        for start in range(0, len(points), cfg["chunk"]):
+            chunk = points[start : start + cfg["chunk"]]
+            figures = worker.confirm(
+                [space.policy(p) for p in chunk], None, rounds=cfg["rounds"], block=cfg["block"]
+            )
             for params, entry in zip(chunk, figures["candidates"], strict=True):
-                table[tuple(params[n] for n in names)] = entry["speedup_vs_fp32"]["median"]
+                table[tuple(params[n] for n in names)] = entry["speedup_vs_fp32"]
+            print(
+                f"efficiency: {len(table)}/{len(points)} measured "
+                f"({time.perf_counter() - t0:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
         measure_s = time.perf_counter() - t0
-    optimum = max(table.values())
+    speed = {key: figures["median"] for key, figures in table.items()}
+    optimum = max(speed.values())
     pd.DataFrame(
-        [{**dict(zip(names, key, strict=True)), "speedup": v} for key, v in table.items()]
+        [
+            {**dict(zip(names, key, strict=True)), **{f"speedup_{k}": v for k, v in f.items()}}
+            for key, f in table.items()
+        ]
     ).to_csv(RESULTS / "search_efficiency_table.csv", index=False)
 
     def replay(sampler_name: str, trials: int, seed: int) -> float:
@@ -260,7 +309,7 @@ def efficiency() -> None:
         }
         study = optuna.create_study(direction="maximize", sampler=samplers[sampler_name]())
         study.optimize(
-            lambda t: table[tuple(t.suggest_categorical(n, choices[n]) for n in names)],
+            lambda t: speed[tuple(t.suggest_categorical(n, choices[n]) for n in names)],
             n_trials=trials,
         )
         return study.best_value / optimum
@@ -280,18 +329,29 @@ def efficiency() -> None:
                 }
             )
     pd.DataFrame(rows).to_csv(RESULTS / "search_efficiency.csv", index=False)
-    ranked = sorted(table.items(), key=lambda kv: -kv[1])
+    ranked = sorted(speed.items(), key=lambda kv: -kv[1])
+
+    def label(key: tuple) -> str:
+        return (
+            summarize_policy(space.policy(dict(zip(names, key, strict=True))).to_dict())
+            + (f", batch {key[names.index('batch_size')]}" if "batch_size" in names else "")
+            + (
+                f", XLA {'on' if key[names.index('jit_compile')] else 'off'}"
+                if "jit_compile" in names
+                else ""
+            )
+        )
+
+    fp32_key = tuple(space.baselines()[0][1][n] for n in names)
     lines = [header("Search efficiency: samplers replayed against an exhaustive table")]
     lines.append(
-        f"Space: {name}, `group_by=type`, float32/bfloat16 for each of {len(names)} layer "
-        f"classes ({', '.join(n.split(':', 1)[1] for n in names)}): {len(points)} policies, "
-        f"batch size and XLA fixed. Every point measured once against FP32, in chunks of 16 "
-        f"interleaved with FP32 in one worker (2 rounds of 5 steps each; {measure_s:.0f} s). "
-        f"Exhaustive optimum: {optimum:.3f}x FP32; the five best: "
-        + "; ".join(f"{v:.3f}" for _, v in ranked[:5])
-        + f"; the worst {ranked[-1][1]:.3f}. Fidelity is not part of this replay (speed only). "
-        "Share = the best speedup a sampler found within N trials over the exhaustive "
-        "optimum, over 5 seeds (TPE with 3 start-up trials, NSGA-II with population 4).\n"
+        f"Space: {name}, `group_by={cfg['group_by']}`, dimensions {', '.join(names)}: "
+        f"{len(points)} policies. Every point measured against FP32 (own batch size, XLA off) "
+        f"in chunks of {cfg['chunk']} interleaved with FP32 in one worker ({cfg['rounds']} rounds "
+        f"of {cfg['block']} steps each; {measure_s:.0f} s in all); a point's figure is its median "
+        "speedup over the rounds. Fidelity is not part of this replay (speed only). Share = the "
+        "best speedup a sampler found within N trials over the exhaustive optimum, over 5 seeds "
+        "(TPE with 3 start-up trials, NSGA-II with population 4, Optuna's defaults otherwise).\n"
     )
     lines.append("| sampler | trials | mean share | min | max |\n|---|---|---|---|---|")
     for r in rows:
@@ -299,11 +359,19 @@ def efficiency() -> None:
             f"| {r['sampler']} | {r['trials']} | {r['mean_share']:.3f} | {r['min_share']:.3f} | "
             f"{r['max_share']:.3f} |"
         )
-    spread = max(table.values()) - min(table.values())
+    lines.append("\n## The table\n")
+    lines.append("| rank | policy | speedup vs FP32: median (min-max over rounds) |\n|---|---|---|")
+    shown = [*range(5), len(ranked) - 1]
+    for i in shown:
+        key, _ = ranked[i]
+        lines.append(f"| {i + 1} | {label(key)} | {fmt(table[key])} |")
+    noise = table.get(fp32_key)
     lines.append(
-        f"\nThe whole table spans {spread:.3f} in speedup: single measurements of 2 rounds "
-        "carry noise of a similar size, so a share near 1 means 'found a point measured as "
-        "well as the best', not a proven optimum."
+        f"\nThe whole table spans {ranked[-1][1]:.2f}x to {optimum:.2f}x. The FP32 point itself "
+        f"(the same configuration as the reference it is timed against) measured {fmt(noise)}: "
+        "that is the noise of one table entry, so a share within that of 1 means 'found a "
+        "point measured as well as the best', not a proven optimum. Full table: "
+        "`search_efficiency_table.csv`."
     )
     (RESULTS / "search_efficiency.md").write_text("\n".join(lines) + "\n")
 
@@ -322,10 +390,28 @@ PHASES = (
 )
 
 
+# Studies whose trials are split: a fresh wide_mlp search of its own, and the MobileNetV2
+# search of the scaling step (group_by=type), so run scaling first.
+OVERHEAD = {
+    "wide_mlp": ("overhead", "wide_mlp", {"trials": 8}),
+    "mobilenet_v2": ("scaling", "mobilenet_type", None),
+}
+
+
 def overhead() -> None:
     rows = []
-    for name in ("wide_mlp", "mobilenet_v2"):
-        study = precsearch.load_study(WORK / "quality" / name).study
+    for name, (folder, study_name, budget) in OVERHEAD.items():
+        if budget is not None:
+            shutil.rmtree(WORK / folder / study_name, ignore_errors=True)  # a fresh search
+            precsearch.search(
+                str(STUDIES / name / "model.py"),
+                out=str(WORK / folder),
+                study_name=study_name,
+                confirm_top=0,
+                progress=sys.stderr,
+                **budget,
+            )
+        study = precsearch.load_study(WORK / folder / study_name).study
         results = [
             TrialResult.from_dict(t.user_attrs["result"])
             for t in study.trials
@@ -337,6 +423,7 @@ def overhead() -> None:
         rows.append(
             {
                 "example": name,
+                "study": f"{folder}/{study_name}",
                 "trials": len(results),
                 "total_s": total,
                 **totals,
@@ -346,10 +433,13 @@ def overhead() -> None:
     pd.DataFrame(rows).to_csv(RESULTS / "overhead.csv", index=False)
     lines = [header("Overhead: where a trial's wall time goes")]
     lines.append(
-        "Summed over the trials of the policy-quality studies (duplicates excluded). "
-        "Overhead = everything but the measured blocks and the rest of the training. "
-        "`reference` = FP32 reference runs (3 seeds per new batch size) plus the FP32 timing "
-        "model; worker start, import and set-up are paid once per worker (one per study here).\n"
+        "Summed over the trials of one search per example (duplicates excluded, no "
+        "confirmation): wide_mlp with the default space (8 trials; several batch sizes, so "
+        "several FP32 references), MobileNetV2 from the scaling step (`group_by=type`, "
+        "layer dtypes only: one batch size). Overhead = everything but the measured blocks "
+        "and the rest of the training. `reference` = FP32 reference runs (3 seeds per new "
+        "batch size) plus the FP32 timing model; worker start, import and set-up are paid "
+        "once per worker (one per study here) and charged to its first trial.\n"
     )
     lines.append("| example | trials | total | " + " | ".join(PHASES) + " | overhead |")
     lines.append("|---" * (len(PHASES) + 4) + "|")
@@ -365,13 +455,14 @@ def overhead() -> None:
 def scaling() -> None:
     rows = []
     for group_by in ("global", "type", "block", "layer"):
+        shutil.rmtree(WORK / "scaling" / f"mobilenet_{group_by}", ignore_errors=True)
         t0 = time.perf_counter()
         result = precsearch.search(
             str(STUDIES / "mobilenet_v2" / "model.py"),
             out=str(WORK / "scaling"),
             study_name=f"mobilenet_{group_by}",
             group_by=group_by,
-            trials=6,
+            trials=5,
             steps=20,
             dimensions=["layer_dtypes"],
             confirm_top=0,
@@ -401,7 +492,7 @@ def scaling() -> None:
     lines.append(
         "MobileNetV2 (alpha 0.35, 96 px, 155 layers, 8 classes) with one dtype choice per "
         "model (`global`), per layer class (`type`), per block (`block`) or per layer "
-        "(`layer`). Same budget each: 6 trials of 20 steps, only the layer_dtypes dimension "
+        "(`layer`). Same budget each: 5 trials of 20 steps, only the layer_dtypes dimension "
         "(batch size 32, XLA off), no confirmation, TPE. The first two trials are the "
         "enqueued baselines (FP32, global bfloat16).\n"
     )
@@ -415,7 +506,7 @@ def scaling() -> None:
             f"{r['best_speedup']:.2f}x | {r['trials_to_best']} |"
         )
     lines.append(
-        "\nSix trials cannot explore 150 per-layer choices: the per-layer space needs a budget "
+        "\nFive trials cannot explore 150 per-layer choices: the per-layer space needs a budget "
         "in the hundreds, which is why `type` is the default."
     )
     (RESULTS / "scaling.md").write_text("\n".join(lines) + "\n")
@@ -425,8 +516,8 @@ STEPS = {
     "quality": quality,
     "repeatability": repeatability,
     "efficiency": efficiency,
-    "overhead": overhead,
     "scaling": scaling,
+    "overhead": overhead,
 }
 
 
