@@ -332,14 +332,10 @@ def efficiency() -> None:
     ranked = sorted(speed.items(), key=lambda kv: -kv[1])
 
     def label(key: tuple) -> str:
+        policy = space.policy(dict(zip(names, key, strict=True)))
         return (
-            summarize_policy(space.policy(dict(zip(names, key, strict=True))).to_dict())
-            + (f", batch {key[names.index('batch_size')]}" if "batch_size" in names else "")
-            + (
-                f", XLA {'on' if key[names.index('jit_compile')] else 'off'}"
-                if "jit_compile" in names
-                else ""
-            )
+            f"{summarize_policy(policy.to_dict())}, batch {policy.batch_size}, "
+            f"XLA {'on' if policy.jit_compile else 'off'}"
         )
 
     fp32_key = tuple(space.baselines()[0][1][n] for n in names)

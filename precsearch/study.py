@@ -355,8 +355,8 @@ def confirm(
     candidates = [
         {"trial": t.number, **entry} for t, entry in zip(chosen, figures["candidates"], strict=True)
     ]
-    null = figures.get("null_vs_fp32")
-    bar = max(1.0, null["max"]) if null else 1.0
+    null = figures["null_vs_fp32"]
+    bar = max(1.0, null["max"])
     winners = [c for c in candidates if c["speedup_vs_fp32"]["median"] > bar]
     record: dict[str, Any] = {
         "rounds": rounds,
@@ -381,11 +381,10 @@ def confirm(
         if best["speedup_vs_global_mixed"]:
             g = best["speedup_vs_global_mixed"]
             verdict += f" and {g['median']:.2f}x the global mixed recipe"
-        if null:
-            verdict += (
-                f"; a copy of FP32 measured {null['median']:.2f}x "
-                f"({null['min']:.2f}-{null['max']:.2f}), the instrument's error"
-            )
+        verdict += (
+            f"; a copy of FP32 measured {null['median']:.2f}x "
+            f"({null['min']:.2f}-{null['max']:.2f}), the instrument's error"
+        )
     else:
         record.update(best_trial=fp32_trial.number, best_is_fp32=True)
         ones = {"median": 1.0, "min": 1.0, "max": 1.0, "rounds": rounds}
