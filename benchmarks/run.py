@@ -27,9 +27,10 @@ from typing import Any
 import pandas as pd
 
 import precsearch
+from precsearch.confirm import decide
 from precsearch.hardware import describe
+from precsearch.records import Budget, TrialResult
 from precsearch.report import summarize_policy
-from precsearch.runner import Budget, TrialResult
 from precsearch.space import SearchSpace, SpaceOptions
 from precsearch.worker import Worker
 
@@ -91,7 +92,7 @@ def quality() -> None:
             **budget,
         )
         seconds = time.perf_counter() - t0
-        record = result.confirmation
+        record = result.confirmation.to_dict()
         policy = result.best_policy
         frame = result.trials
         manifest = policy.manifest if policy else {}
@@ -153,6 +154,14 @@ def quality() -> None:
     (RESULTS / "policy_quality.md").write_text("\n".join(lines) + "\n")
 
 
+def confirmed(
+    worker: Worker, candidates: list[Any], global_policy: Any, rounds: int, block: int
+) -> dict[str, Any]:
+    """A confirmation's figures (``candidates`` in order, ``null_vs_fp32``) as a dict."""
+    measured = worker.confirm(candidates, global_policy, rounds=rounds, block=block)
+    return decide(measured, list(range(len(candidates))), -1, None, rounds, block).to_dict()
+
+
 REPEATABILITY = ("wide_mlp", "digits_cnn", "mobilenet_v2")
 
 
@@ -160,14 +169,12 @@ def _candidates(name: str) -> tuple[list[Any], Any, list[int], Any]:
     result = precsearch.load_study(WORK / "quality" / name)
     record = result.confirmation
     study = result.study
-    numbers = [c["trial"] for c in record["candidates"]]
+    numbers = [c["trial"] for c in record.candidates]
 
     def policy(number: int) -> Any:
         return precsearch.Policy.from_dict(study.trials[number].user_attrs["result"]["policy"])
 
-    global_policy = (
-        policy(record["global_trial"]) if record.get("global_trial") is not None else None
-    )
+    global_policy = policy(record.global_trial) if record.global_trial is not None else None
     return [policy(n) for n in numbers], global_policy, numbers, study
 
 
@@ -183,7 +190,7 @@ def repeatability() -> None:
             if repeat:
                 time.sleep(30)  # a different time, as well as a different process
             with Worker(STUDIES / name / "model.py", WORK / "quality" / name / "work", budget) as w:
-                runs.append(w.confirm(candidates, global_policy, rounds=5, block=10))
+                runs.append(confirmed(w, candidates, global_policy, rounds=5, block=10))
         for i, number in enumerate(numbers):
             a = runs[0]["candidates"][i]["speedup_vs_fp32"]
             b = runs[1]["candidates"][i]["speedup_vs_fp32"]
@@ -266,7 +273,7 @@ def efficiency() -> None:
     work = WORK / "efficiency"
     with Worker(path, work, budget) as worker:
         worker.start()
-        info = json.loads((work / "model_info.json").read_text())
+        info = worker.model_info.to_dict()
         options = SpaceOptions(
             group_by=cfg["group_by"], dtypes=["float32", "bfloat16"], batch_sizes=cfg["batch_sizes"]
         )
@@ -280,8 +287,8 @@ def efficiency() -> None:
         t0 = time.perf_counter()
         for start in range(0, len(points), cfg["chunk"]):
             chunk = points[start : start + cfg["chunk"]]
-            figures = worker.confirm(
-                [space.policy(p) for p in chunk], None, rounds=cfg["rounds"], block=cfg["block"]
+            figures = confirmed(
+                worker, [space.policy(p) for p in chunk], None, cfg["rounds"], cfg["block"]
             )
             for params, entry in zip(chunk, figures["candidates"], strict=True):
                 table[tuple(params[n] for n in names)] = entry["speedup_vs_fp32"]

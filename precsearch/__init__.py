@@ -6,10 +6,9 @@ does.
 
 from __future__ import annotations
 
+from precsearch._version import __version__
 from precsearch.errors import PrecsearchError, TrialFailed, UserInputError
 from precsearch.policy import LossScale, Policy, load_policy
-
-__version__ = "0.1.0"
 
 __all__ = [
     "LossScale",
@@ -31,7 +30,7 @@ def __getattr__(name: str):
     # The search machinery (Optuna, pandas) loads only when asked for, so that training
     # code doing `precsearch.load_policy(...)` imports nothing of it.
     if name in _LAZY:
-        from precsearch import study
+        from precsearch import api
 
-        return getattr(study, name)
+        return getattr(api, name)
     raise AttributeError(f"module 'precsearch' has no attribute {name!r}")

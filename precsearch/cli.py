@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from precsearch import __version__
+from precsearch._version import __version__
 from precsearch.errors import UserInputError
 
 
@@ -68,8 +68,9 @@ def _positive_float(text: str) -> float:
 def _cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from precsearch.options import SearchOptions
     from precsearch.report import pareto_table, time_summary
-    from precsearch.study import SearchOptions, run_study
+    from precsearch.study import run_study
 
     if not Path(args.model_file).is_file():
         raise UserInputError(f"{args.model_file}: no such model file")
@@ -156,8 +157,8 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
+    from precsearch.api import load_study
     from precsearch.report import assignments_summary, pareto_table
-    from precsearch.study import load_study
 
     result = load_study(args.study, storage=args.storage, out=args.out)
     study = result.study
@@ -175,11 +176,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if not record:
         print("Not confirmed yet: `precsearch run` confirms the winners when its trials end.")
     else:
-        print(f"Answer: {record['verdict']}.")
+        print(f"Answer: {record.verdict}.")
         policy = result.best_policy
         layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
         print(
-            f"Best policy (trial {record['best_trial']}): batch size {policy.batch_size}, "
+            f"Best policy (trial {record.best_trial}): batch size {policy.batch_size}, "
             f"XLA {'on' if policy.jit_compile else 'off'}; per layer class:"
         )
         for line in assignments_summary(policy, layers):
@@ -194,10 +195,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from precsearch.study import load_study
+    from precsearch.api import load_study
+    from precsearch.options import DEFAULT_EXPORTERS
 
     result = load_study(args.study, storage=args.storage, out=args.out)
-    from precsearch.study import DEFAULT_EXPORTERS
 
     paths = result.export(args.to, [*DEFAULT_EXPORTERS, *args.export])
     if "best_policy.json" not in paths:

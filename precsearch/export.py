@@ -6,15 +6,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+from precsearch._version import __version__
+from precsearch.errors import UserInputError
+from precsearch.files import write_text_atomic
+from precsearch.hardware import describe
 from precsearch.objectives import is_feasible
-from precsearch.plugins._base import Exporter, Winner
+from precsearch.policy import Policy
+from precsearch.records import Confirmation
 
 __all__ = [
     "best_policy_with_manifest",
-    "PolicyJson",
-    "SavedModel",
-    "TrialsCsv",
     "best_trial",
+    "confirmation_of",
     "stored_policy",
     "trials_frame",
     "write_trials_csv",
@@ -30,11 +33,9 @@ def trials_frame(study: Any) -> Any:
     """
     import pandas as pd
 
-    confirmed = {
-        entry["trial"]: entry
-        for entry in (study.user_attrs.get("confirmation") or {}).get("candidates", [])
-    }
-    best = (study.user_attrs.get("confirmation") or {}).get("best_trial")
+    record = confirmation_of(study)
+    confirmed = {entry["trial"]: entry for entry in record.candidates} if record else {}
+    best = record.best_trial if record else None
     rows = []
     for trial in study.get_trials(deepcopy=False):
         result = trial.user_attrs.get("result") or {}
@@ -80,105 +81,58 @@ def write_trials_csv(study: Any, path: str | os.PathLike[str]) -> Path:
     """Write :func:`trials_frame` as CSV (atomically) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    trials_frame(study).to_csv(tmp, index=False)
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, trials_frame(study).to_csv(index=False))
 
 
-def stored_policy(trial: Any) -> Any:
+def stored_policy(trial: Any) -> Policy:
     """The policy a trial ran, from its stored result."""
-    from precsearch.policy import Policy
-
     return Policy.from_dict(trial.user_attrs["result"]["policy"])
+
+
+def confirmation_of(study: Any) -> Confirmation | None:
+    """A study's confirmation record (``None`` before its confirmation)."""
+    return Confirmation.from_dict(study.user_attrs.get("confirmation"))
 
 
 def best_trial(study: Any) -> Any | None:
     """The trial whose policy the confirmation chose (``None`` before confirmation)."""
-    record = study.user_attrs.get("confirmation") or {}
-    number = record.get("best_trial")
-    if number is None:
-        return None
-    return study.trials[number]
+    record = confirmation_of(study)
+    return study.trials[record.best_trial] if record else None
 
 
-def best_policy_with_manifest(study: Any) -> Any:
+def best_policy_with_manifest(study: Any) -> Policy:
     """The confirmed best policy, its manifest filled from the study's storage.
 
     Raises:
         UserInputError: The study has no confirmation yet.
     """
-    import precsearch
-    from precsearch.errors import UserInputError
-    from precsearch.hardware import describe
-
-    record = study.user_attrs.get("confirmation")
-    trial = best_trial(study)
-    if record is None or trial is None:
+    record = confirmation_of(study)
+    if record is None:
         raise UserInputError(
             f"study {study.study_name!r} has no confirmed best policy yet: run "
             "`precsearch run` on it to the end"
         )
+    trial = study.trials[record.best_trial]
     policy = stored_policy(trial)
     info = study.user_attrs.get("model_info") or {}
-    chosen = record.get("best") or {}
+    chosen = record.best
     result = trial.user_attrs["result"]
     policy.manifest = {
         "confirmed": {
             "speedup_vs_fp32": chosen.get("speedup_vs_fp32"),
             "speedup_vs_global_mixed": chosen.get("speedup_vs_global_mixed"),
             "fidelity_gap": result.get("fidelity_gap"),
-            "rounds": record.get("rounds"),
-            "block_steps": record.get("block"),
-            "fp32_copy_vs_fp32": record.get("null_vs_fp32"),
+            "rounds": record.rounds,
+            "block_steps": record.block,
+            "fp32_copy_vs_fp32": record.null_vs_fp32,
         },
         "feasible": is_feasible(trial),
-        "is_fp32": record.get("best_is_fp32", False),
-        "verdict": record.get("verdict", ""),
+        "is_fp32": record.best_is_fp32,
+        "verdict": record.verdict,
         "study": study.study_name,
         "trial": trial.number,
         "hardware": describe(info.get("gpus")),
-        "versions": {**info.get("versions", {}), "precsearch": precsearch.__version__},
+        "versions": {**info.get("versions", {}), "precsearch": __version__},
         "model_file": study.user_attrs.get("model_file"),
     }
     return policy
-
-
-class PolicyJson(Exporter):
-    """``best_policy.json``: the winner with its manifest, for ``load_policy``."""
-
-    name = "policy_json"
-
-    def export(self, winner: Winner, directory: Path) -> list[Path]:
-        return [winner.policy.save(directory / "best_policy.json")]
-
-
-class TrialsCsv(Exporter):
-    """``trials.csv``: every trial, its parameters, figures and confirmation."""
-
-    name = "trials_csv"
-
-    def export(self, winner: Winner, directory: Path) -> list[Path]:
-        return [write_trials_csv(winner.study, directory / "trials.csv")]
-
-
-class SavedModel(Exporter):
-    """``saved_model/``: the model trained under the winner, via ``model.export()``.
-
-    Its serving signature takes and returns float32 (the output layer computes in
-    float32); load it with ``tf.saved_model.load``.
-    """
-
-    name = "saved_model"
-    needs_model = True
-
-    def export(self, winner: Winner, directory: Path) -> list[Path]:
-        import shutil
-
-        path = directory / "saved_model"
-        tmp = directory / "saved_model.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        winner.model.export(str(tmp), verbose=False)
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
-        return [path]

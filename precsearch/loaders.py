@@ -18,15 +18,13 @@ import hashlib
 import importlib.util
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from precsearch.errors import UserInputError, one_line, read_user_file
-from precsearch.plugins._base import Loader
+from precsearch.records import ModelSpec
 
 __all__ = [
-    "ModelFileLoader",
     "ModelSpec",
     "functions_of",
     "import_model_file",
@@ -102,38 +100,6 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return config
 
 
-@dataclass
-class ModelSpec:
-    """Where a model and its data come from.
-
-    Attributes:
-        source: The model file's path, or a description of the callables.
-        config: ``precsearch_config`` of the file (empty for callables).
-        build_model: Returns a new ``keras.Model`` on each call.
-        train_data: Returns unbatched training examples.
-        val_data: Optional; returns unbatched validation examples.
-        compile_kwargs: Optional; returns fresh ``model.compile`` arguments.
-        fingerprint: A hash of the file's text, so cached references notice an edit.
-    """
-
-    source: str
-    config: dict[str, Any] = field(default_factory=dict)
-    build_model: Callable[[], Any] | None = None
-    train_data: Callable[[], Any] | None = None
-    val_data: Callable[[], Any] | None = None
-    compile_kwargs: Callable[[], dict[str, Any]] | None = None
-    fingerprint: str = ""
-
-    @property
-    def is_file(self) -> bool:
-        """Whether the spec comes from a model file (and so can run in a worker)."""
-        return Path(self.source).is_file()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (callables are not data: only file specs travel)."""
-        return {"source": self.source, "config": self.config, "fingerprint": self.fingerprint}
-
-
 def import_model_file(path: str | Path) -> Any:
     """Import a Python file as a fresh module; any error is one ``UserInputError`` line."""
     path = Path(path).resolve()
@@ -175,7 +141,7 @@ def load_model_file(path: str | Path) -> ModelSpec:
     """Import a model file and check that it follows the contract.
 
     Only the presence and callability of the functions is checked here; what they
-    return is checked when the model is first built (:mod:`precsearch.runner`).
+    return is checked when the model is first built (:mod:`precsearch.problem`).
 
     Raises:
         UserInputError: One line naming the file, the function and what was expected.
@@ -215,15 +181,3 @@ def spec_from_callables(
         compile_kwargs=as_function(compile_kwargs),
         fingerprint=hashlib.sha256(name.encode()).hexdigest()[:16],
     )
-
-
-class ModelFileLoader(Loader):
-    """The model file contract of the module doc: ``build_model()``, ``train_data()``..."""
-
-    name = "model_file"
-
-    def load(self, source: Any) -> ModelSpec:
-        return load_model_file(source)
-
-    def config(self, source: Any) -> dict[str, Any]:
-        return read_config(source)

@@ -19,45 +19,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from precsearch.errors import UserInputError
-from precsearch.plugins._base import Objective
-
-if TYPE_CHECKING:
-    from precsearch.runner import Reference, TrialResult
+from precsearch.records import Fidelity, Reference, TrialResult
 
 __all__ = [
     "PENALTY_GAP",
     "Fidelity",
-    "FidelityGap",
-    "Speedup",
     "fidelity_gap",
     "is_feasible",
     "judge",
     "smoothed_tail",
 ]
 
-
-@dataclass(frozen=True)
-class Fidelity:
-    """How closely a candidate must follow FP32.
-
-    Args:
-        tolerance: Largest feasible gap, in units of the FP32 band.
-        rel_floor: The band is at least this share of the FP32 value, so that a tiny
-            band between seeds does not make everything infeasible.
-        metric_abs: If set, the validation metric must be within this of FP32's mean.
-        metric_rel: If set, ... within this share of FP32's mean.
-        max_skipped: Largest share of steps skipped for overflow (dynamic loss scale).
-    """
-
-    tolerance: float = 1.0
-    rel_floor: float = 0.02
-    metric_abs: float | None = None
-    metric_rel: float | None = None
-    max_skipped: float = 0.2
+PENALTY_GAP = 1000.0  # the fidelity objective's value for a trial with no finite gap
 
 
 def smoothed_tail(losses: Sequence[float]) -> float:
@@ -122,60 +97,7 @@ def judge(result: TrialResult, reference: Reference, fidelity: Fidelity) -> tupl
     return "ok", "", gap
 
 
-PENALTY_GAP = 1000.0
-
-
 def is_feasible(trial: Any) -> bool:
     """Whether a finished Optuna trial met every constraint (≤ 0) it was given."""
     constraints = trial.constraints or {}
     return bool(constraints) and all(value <= 0 for value in constraints.values())
-
-
-class Speedup(Objective):
-    """Samples/s over FP32's, maximised (see the module doc).
-
-    A too-slow trial scores the watchdog's estimate (1 / slowdown), a trial that never
-    got timed scores 0, so that samplers still learn from them.
-    """
-
-    name = "speedup"
-    direction = "maximize"
-
-    def value(self, result: TrialResult, reference: TrialResult | None) -> float:
-        if result.speedup is not None:
-            return float(result.speedup)
-        slowdown = result.numerics.get("watchdog_slowdown")
-        return 1.0 / slowdown if slowdown else 0.0
-
-
-class FidelityGap(Objective):
-    """The fidelity gap, minimised; its constraint is feasibility.
-
-    Args:
-        arg: The tolerance in FP32 bands (default 1.0).
-    """
-
-    name = "fidelity"
-    direction = "minimize"
-
-    def __init__(self, arg: str | None = None) -> None:
-        super().__init__(arg)
-        try:
-            self.tolerance = float(arg) if arg else 1.0
-        except ValueError:
-            raise UserInputError(f"fidelity={arg!r}: expected a tolerance number") from None
-        if not self.tolerance > 0:
-            raise UserInputError(f"fidelity={arg!r}: expected a positive tolerance")
-
-    def value(self, result: TrialResult, reference: TrialResult | None) -> float:
-        gap = result.fidelity_gap
-        if result.numerics.get("nonfinite_step") or gap is None or not math.isfinite(gap):
-            return PENALTY_GAP
-        return min(gap, PENALTY_GAP)
-
-    def constraint(self, result: TrialResult, reference: TrialResult | None) -> float:
-        """``gap - tolerance`` for a trial that trained like FP32 (≤ 0), else ≥ 1."""
-        gap = self.value(result, reference)
-        if result.status == "ok":
-            return gap - self.tolerance
-        return 1.0 + max(0.0, gap - self.tolerance)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from precsearch.runner import TrialResult
+from precsearch.export import confirmation_of
+from precsearch.layers import LayerRecord
+from precsearch.records import TrialResult
 
 __all__ = [
     "assignments_summary",
@@ -73,9 +75,9 @@ def pareto_table(study: Any) -> str:
     rows = pareto_rows(study)
     if not rows:
         return "No feasible trial yet: nothing trained like FP32 within the tolerance."
-    record = study.user_attrs.get("confirmation") or {}
-    confirmed = {entry["trial"]: entry for entry in record.get("candidates", [])}
-    best = record.get("best_trial")
+    record = confirmation_of(study)
+    confirmed = {entry["trial"]: entry for entry in record.candidates} if record else {}
+    best = record.best_trial if record else None
     header = f"{'trial':>5}  {'speedup':>7}  {'blocks min-max':>14}  {'gap':>6}  "
     if confirmed:
         header += f"{'confirmed vs FP32':>20}  {'vs global mixed':>20}  "
@@ -103,8 +105,6 @@ def assignments_summary(policy: Any, layers: list[dict[str, Any]]) -> list[str]:
 
     E.g. ``Conv2D (35 layers): bf16 33, fp32 2``. No TensorFlow is needed.
     """
-    from precsearch.policy import LayerRecord
-
     counts: dict[str, dict[str, int]] = {}
     for layer in layers:
         if layer["container"] or not layer["floating"]:

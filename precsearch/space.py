@@ -9,199 +9,24 @@ TensorFlow.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from precsearch.errors import UserInputError
 from precsearch.hardware import fast_dtypes
-from precsearch.plugins._base import Dimension
-from precsearch.policy import LR_RULES, LossScale, Policy
+from precsearch.plugins import Dimension, create
+from precsearch.policy import Policy
+from precsearch.records import GROUP_BY, SHORT_DTYPES, SpaceOptions, parse_dtypes
 
+# The dtype names, grouping and options are records (shared with plugins); they are
+# re-exported here because a space is where people look for them.
 __all__ = [
+    "DEFAULT_DIMENSIONS",
     "GROUP_BY",
     "SHORT_DTYPES",
-    "DEFAULT_DIMENSIONS",
-    "BatchSize",
-    "JitCompile",
-    "LayerDtypes",
-    "LossScaling",
     "SearchSpace",
     "SpaceOptions",
     "parse_dtypes",
 ]
-
-SHORT_DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
-GROUP_BY = ("global", "type", "block", "layer")
-
-
-def parse_dtypes(text: str | list[str] | tuple[str, ...]) -> list[str]:
-    """``"float32,bfloat16"`` (short names) as a list with float32 first."""
-    items = text.split(",") if isinstance(text, str) else list(text)
-    names = [item.strip() for item in items if item.strip()]
-    unknown = [name for name in names if name not in SHORT_DTYPES]
-    if unknown or not names:
-        raise UserInputError(
-            f"--dtypes {','.join(names) or text!r}: expected short names from "
-            f"{', '.join(SHORT_DTYPES)} separated by commas"
-        )
-    return ["float32"] + [name for name in dict.fromkeys(names) if name != "float32"]
-
-
-@dataclass
-class SpaceOptions:
-    """Choices that shape a space.
-
-    Args:
-        group_by: ``global`` (one dtype), ``type`` (one per layer class), ``block``
-            (one per layer-name prefix such as ``block_3``) or ``layer``.
-        dtypes: Short dtype names to offer, float32 first; ``None`` offers float32 plus
-            what this hardware runs fast (see :mod:`precsearch.hardware`).
-        include_output: Search the output layer's dtype too (default: keep float32).
-        lr_rule: How the learning rate follows the batch size.
-        batch_sizes: Candidate batch sizes; ``None`` picks some around the model's own.
-    """
-
-    group_by: str = "type"
-    dtypes: list[str] | None = None
-    include_output: bool = False
-    lr_rule: str = "linear"
-    batch_sizes: list[int] | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if self.group_by not in GROUP_BY:
-            raise UserInputError(
-                f"--group-by {self.group_by!r}: expected one of {', '.join(GROUP_BY)}"
-            )
-        if self.lr_rule not in LR_RULES:
-            raise UserInputError(
-                f"--lr-rule {self.lr_rule!r}: expected one of {', '.join(LR_RULES)}"
-            )
-        if self.dtypes is not None:
-            self.dtypes = parse_dtypes(self.dtypes)
-
-
-def block_of(layer_id: str) -> str:
-    """The block a layer belongs to: its top-level name up to the first number.
-
-    ``block_3_expand_BN`` → ``block_3``; ``Conv1_relu`` → ``Conv1``; ``mha/query`` →
-    ``mha``; a name without a number is its own block.
-    """
-    top = layer_id.split("/", 1)[0]
-    match = re.match(r"^(.*?\d+)(?:_|$)", top)
-    return match.group(1) if match else top
-
-
-class LayerDtypes(Dimension):
-    """The dtype policy of groups of layers: ``dtype`` or ``dtype:<group>`` parameters."""
-
-    name = "layer_dtypes"
-
-    def __init__(self, info: dict[str, Any], options: SpaceOptions, arg: str | None = None) -> None:
-        super().__init__(info, options, arg)
-        self.dtypes = options.dtypes or ["float32"]
-        searchable = [
-            layer
-            for layer in info["layers"]
-            if layer["floating"]
-            and not layer["container"]
-            and (options.include_output or not layer["output"])
-        ]
-        groups: dict[str, list[str]] = {}
-        for layer in searchable:
-            key = {
-                "global": "",
-                "type": layer["class"],
-                "block": block_of(layer["id"]),
-                "layer": layer["id"],
-            }[options.group_by]
-            groups.setdefault(key, []).append(layer["id"])
-        self.groups = groups
-        self.output_ids = [layer["id"] for layer in info["layers"] if layer["output"]]
-
-    def param(self, group: str) -> str:
-        """The Optuna parameter name of a group."""
-        return f"dtype:{group}" if group else "dtype"
-
-    def choices(self) -> dict[str, list[Any]]:
-        return {self.param(group): list(self.dtypes) for group in self.groups}
-
-    def write(self, params: dict[str, Any], draft: dict[str, Any]) -> None:
-        group_by = self.options.group_by
-        for group, ids in self.groups.items():
-            dtype = SHORT_DTYPES[params[self.param(group)]]
-            if group_by == "global":
-                draft["default"] = dtype
-            elif group_by == "type":
-                draft["types"][group] = dtype
-            else:
-                for layer_id in ids:
-                    draft["layers"][layer_id] = dtype
-        if group_by == "global" and self.options.include_output:
-            for layer_id in self.output_ids:
-                draft["layers"][layer_id] = draft["default"]
-
-    def baseline(self, dtype: str) -> dict[str, Any]:
-        return {self.param(group): dtype for group in self.groups}
-
-
-class LossScaling(Dimension):
-    """Loss-scale settings; only used by policies with some float16 layer."""
-
-    name = "loss_scale"
-
-    def choices(self) -> dict[str, list[Any]]:
-        if "float16" not in (self.options.dtypes or []):
-            return {}
-        return {
-            "loss_scale": ["dynamic", "fixed"],
-            "loss_scale_log2": [15, 8, 12, 20, 24],
-            "loss_scale_growth": [2000, 500, 100],
-        }
-
-    def write(self, params: dict[str, Any], draft: dict[str, Any]) -> None:
-        if "loss_scale" not in params:
-            return
-        draft["loss_scale"] = LossScale(
-            dynamic=params["loss_scale"] == "dynamic",
-            initial_scale=float(2 ** params["loss_scale_log2"]),
-            growth_steps=int(params["loss_scale_growth"]),
-        )
-
-
-class BatchSize(Dimension):
-    """The batch size, around the model's own, in multiples of 8."""
-
-    name = "batch_size"
-
-    def sizes(self) -> list[int]:
-        """Candidate batch sizes, the model's own first."""
-        own = int(self.info["batch_size"])
-        if self.options.batch_sizes:
-            return [own, *[b for b in self.options.batch_sizes if b != own]]
-        limit = int(self.info.get("train_examples") or 10**9)
-        others = [max(8, round(own * f / 8) * 8) for f in (0.5, 2, 4)]
-        return list(dict.fromkeys([own, *[b for b in others if b <= limit]]))
-
-    def choices(self) -> dict[str, list[Any]]:
-        return {"batch_size": self.sizes()}
-
-    def write(self, params: dict[str, Any], draft: dict[str, Any]) -> None:
-        draft["batch_size"] = int(params["batch_size"])
-
-
-class JitCompile(Dimension):
-    """Whether to compile the training step with XLA."""
-
-    name = "jit_compile"
-
-    def choices(self) -> dict[str, list[Any]]:
-        return {"jit_compile": [False, True]}
-
-    def write(self, params: dict[str, Any], draft: dict[str, Any]) -> None:
-        draft["jit_compile"] = bool(params["jit_compile"])
-
 
 DEFAULT_DIMENSIONS = ("layer_dtypes", "loss_scale", "batch_size", "jit_compile")
 
@@ -222,8 +47,6 @@ class SearchSpace:
         options: SpaceOptions | None = None,
         dimensions: list[str | type[Dimension]] | None = None,
     ) -> None:
-        from precsearch.plugins import create
-
         self.info = info
         self.options = options or SpaceOptions()
         if self.options.dtypes is None:

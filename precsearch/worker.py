@@ -1,13 +1,13 @@
 """Trials in an isolated worker process, so that no trial can take the study down.
 
-The parent (which never imports TensorFlow) starts ``python -m precsearch.worker``; the
-worker imports TensorFlow once, builds a :class:`~precsearch.runner.Runner` for the model
-file (keeping the traced FP32 model per batch size) and runs trials sent to it one at a
-time. Messages are JSON lines: commands on the worker's stdin, replies on a private copy
-of its stdout; the worker's own stdout is pointed at stderr so that a model file's
-``print`` cannot garble them. stderr goes to a file whose last lines explain a crash.
+The parent (which never imports TensorFlow) starts ``python -m precsearch.serve``; that
+worker (:mod:`precsearch.serve`) imports TensorFlow once, builds a
+:class:`~precsearch.runner.Runner` for the model file (keeping the traced FP32 model per
+batch size), answers with the model's :class:`~precsearch.records.ModelInfo`, and runs
+trials sent to it one at a time. Its stderr goes to a file whose last lines explain a
+crash.
 
-Whatever happens to a trial comes back as a :class:`~precsearch.runner.TrialResult`:
+Whatever happens to a trial comes back as a :class:`~precsearch.records.TrialResult`:
 a worker that dies (segfault, ``os.abort``, killed for memory) fails that trial with the
 signal and its last stderr lines, and a fresh worker takes the next one; a trial past its
 wall-clock timeout has its worker killed (``failed: timeout``). A worker whose parent
@@ -25,119 +25,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from precsearch.errors import PrecsearchError, TrialFailed, UserInputError
-from precsearch.objectives import Fidelity
+from precsearch.errors import TrialFailed, UserInputError
+from precsearch.guard import failed_result
 from precsearch.policy import Policy
-from precsearch.runner import Budget, TrialResult
+from precsearch.records import Budget, Fidelity, Measurement, ModelInfo, TrialResult
 
-__all__ = ["InProcess", "Worker", "failed_result", "run_guarded"]
+__all__ = ["Worker"]
 
 READY_TIMEOUT = 600.0
-
-
-def failed_result(policy: Policy, reason: str, detail: str = "") -> TrialResult:
-    """A ``failed`` trial result carrying the reason (and detail for people)."""
-    result = TrialResult(policy=policy.to_dict(), status="failed", reason=reason)
-    if detail:
-        result.numerics["detail"] = detail
-    return result
-
-
-def _classify(exc: BaseException) -> tuple[str, str]:
-    """(reason, detail) for an exception raised by a trial."""
-    name = type(exc).__name__
-    lines = str(exc).strip().splitlines()
-    first = lines[0][:300] if lines else ""
-    if name == "ResourceExhaustedError" or isinstance(exc, MemoryError):
-        return "out of memory", f"{name}: {first}"
-    if isinstance(exc, TrialFailed):
-        return exc.reason, exc.detail
-    tail = "".join(traceback.format_exception(exc)[-3:]).strip()
-    return f"error: {name}: {first}", tail[-2000:]
-
-
-def run_guarded(runner: Any, policy: Policy, budget: Budget | None = None) -> TrialResult:
-    """Run a trial in this process; any failure but bad user input becomes ``failed``.
-
-    Crashes and hangs are not isolated here: use :class:`Worker` for that.
-    """
-    try:
-        return runner.run_trial(policy, budget)
-    except UserInputError:
-        raise
-    except Exception as exc:
-        reason, detail = _classify(exc)
-        return failed_result(policy, reason, detail)
-
-
-class InProcess:
-    """Trials in this process: for notebooks with a callable, and for fast tests.
-
-    Same interface as :class:`Worker`; a crash or hang here is not isolated.
-    """
-
-    def __init__(
-        self,
-        spec: Any,
-        work_dir: str | os.PathLike[str] | None,
-        budget: Budget | None = None,
-        fidelity: Fidelity | None = None,
-        batch_size: int | None = None,
-    ) -> None:
-        from precsearch.runner import Runner
-
-        self.runner = Runner(spec, work_dir, budget, fidelity, batch_size)
-        self.info = self.runner.info
-        self._split = {key: self.runner.timings[key] for key in ("import", "build")}
-
-    def __enter__(self) -> InProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self) -> dict[str, float]:
-        """Nothing to start: the model was built in the constructor."""
-        return {}
-
-    def run_trial(
-        self, policy: Policy, budget: Budget | None = None, timeout: float | None = None
-    ) -> TrialResult:
-        """Run one trial here (``timeout`` cannot be enforced in-process)."""
-        result = run_guarded(self.runner, policy, budget)
-        if self._split:
-            result.timings["import"] = self._split["import"]
-            result.timings["setup"] = self._split["build"]
-            self._split = {}
-        return result
-
-    def confirm(
-        self,
-        candidates: list[Policy],
-        global_policy: Policy | None,
-        rounds: int,
-        block: int,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """:meth:`Runner.confirm <precsearch.runner.Runner.confirm>` here."""
-        return self.runner.confirm(candidates, global_policy, rounds, block)
-
-    def export(
-        self,
-        policy: Policy,
-        exporters: list[str],
-        directory: str | os.PathLike[str],
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """:meth:`Runner.export <precsearch.runner.Runner.export>` here."""
-        return self.runner.export(policy, exporters, directory)
-
-    def close(self) -> None:
-        """Nothing to close."""
 
 
 def _signal_name(returncode: int) -> str:
@@ -189,7 +87,7 @@ class Worker:
         self._start_split: dict[str, float] = {}
         self.started = 0
         self.trials_in_process = 0
-        self.info: dict[str, Any] = {}
+        self.model_info: ModelInfo | None = None
 
     @property
     def pid(self) -> int | None:
@@ -223,7 +121,7 @@ class Worker:
         env = {**os.environ, **self.env, "PRECSEARCH_REPLY_FD": str(write_fd)}
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "precsearch.worker"],
+            [sys.executable, "-m", "precsearch.serve"],
             stdin=subprocess.PIPE,
             stdout=self._stderr,
             stderr=self._stderr,
@@ -253,7 +151,7 @@ class Worker:
         if "error" in reply:
             self.close()
             raise TrialFailed("worker start failed", reply.get("message", ""))
-        self.info = reply.get("info", {})
+        self.model_info = ModelInfo.from_dict(reply["model_info"])
         total = time.perf_counter() - t0
         split = {"import": reply["import"], "setup": reply["setup"]}
         split["worker_start"] = max(0.0, total - split["import"] - split["setup"])
@@ -354,13 +252,13 @@ class Worker:
         rounds: int,
         block: int,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """:meth:`Runner.confirm <precsearch.runner.Runner.confirm>` in the worker.
+    ) -> Measurement:
+        """:func:`precsearch.confirm.measure` in the worker.
 
         Raises:
             TrialFailed: The worker died or timed out.
         """
-        return self._call(
+        value = self._call(
             {
                 "cmd": "confirm",
                 "candidates": [p.to_dict() for p in candidates],
@@ -370,6 +268,7 @@ class Worker:
             },
             timeout,
         )
+        return Measurement.from_dict(value)
 
     def export(
         self,
@@ -431,89 +330,3 @@ class Worker:
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no orphans)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    # The parent may have died before prctl took effect.
-    if os.getppid() == 1:
-        os._exit(1)
-
-
-def main() -> None:
-    """The worker's loop: init, then one trial per command until stdin ends."""
-    _die_with_parent()
-    replies = os.fdopen(int(os.environ["PRECSEARCH_REPLY_FD"]), "w", buffering=1)
-    os.dup2(2, 1)  # a model file's print() must not garble the replies
-
-    def reply(message: dict[str, Any]) -> None:
-        replies.write(json.dumps(message, allow_nan=False) + "\n")
-        replies.flush()
-
-    runner = None
-    for line in sys.stdin:
-        message = json.loads(line)
-        try:
-            if message["cmd"] == "init":
-                t0 = time.perf_counter()
-                import tensorflow  # noqa: F401  (timed on its own: the import split)
-
-                t_import = time.perf_counter() - t0
-                from precsearch.plugins import create
-                from precsearch.runner import Runner
-
-                t0 = time.perf_counter()
-                runner = Runner(
-                    create("loader", message["loader"]).load(message["model_file"]),
-                    work_dir=message["work_dir"],
-                    budget=Budget(**message["budget"]),
-                    fidelity=Fidelity(**message["fidelity"]),
-                    batch_size=message["batch_size"],
-                )
-                reply(
-                    {
-                        "ready": True,
-                        "import": t_import,
-                        "setup": time.perf_counter() - t0,
-                        "info": {"pid": os.getpid()},
-                    }
-                )
-            elif message["cmd"] == "confirm":
-                assert runner is not None, "confirm before init"
-                value = runner.confirm(
-                    [Policy.from_dict(p) for p in message["candidates"]],
-                    Policy.from_dict(message["global"]) if message["global"] else None,
-                    message["rounds"],
-                    message["block"],
-                )
-                reply({"value": value})
-            elif message["cmd"] == "export":
-                assert runner is not None, "export before init"
-                value = runner.export(
-                    Policy.from_dict(message["policy"]), message["exporters"], message["directory"]
-                )
-                reply({"value": value})
-            elif message["cmd"] == "trial":
-                assert runner is not None, "trial before init"
-                policy = Policy.from_dict(message["policy"])
-                result = run_guarded(runner, policy, Budget(**message["budget"]))
-                reply({"result": result.to_dict()})
-        except UserInputError as exc:
-            reply({"error": "user_input", "message": str(exc)})
-        except PrecsearchError as exc:
-            reply({"error": "failed", "message": str(exc)})
-        except Exception as exc:
-            reason, detail = _classify(exc)
-            reply({"error": "failed", "message": f"{reason}: {detail}"})
-
-
-if __name__ == "__main__":
-    main()

@@ -6,7 +6,8 @@ import pytest
 
 from precsearch import UserInputError
 from precsearch.loaders import load_model_file, read_config, spec_from_callables
-from precsearch.runner import Budget, Runner
+from precsearch.records import Budget
+from precsearch.runner import Runner
 
 GOOD_BUILD = """
 import keras, numpy as np

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from precsearch.objectives import Fidelity, fidelity_gap, judge, smoothed_tail
-from precsearch.runner import Reference, TrialResult
+from precsearch.records import Reference, TrialResult
 
 
 def reference(finals=(1.0, 1.1, 0.9), val_metric=(None, None, None)):

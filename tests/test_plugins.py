@@ -8,11 +8,11 @@ import textwrap
 import pytest
 from helpers import MODELS, run_cli
 
-from precsearch.export import PolicyJson, SavedModel, TrialsCsv
-from precsearch.loaders import ModelFileLoader
-from precsearch.objectives import FidelityGap, Speedup
+from precsearch.builtins.dimensions import BatchSize, JitCompile, LayerDtypes, LossScaling
+from precsearch.builtins.exporters import PolicyJson, SavedModel, TrialsCsv
+from precsearch.builtins.loaders import ModelFileLoader
+from precsearch.builtins.objectives import FidelityGap, Speedup
 from precsearch.plugins import PluginError, create, get
-from precsearch.space import BatchSize, JitCompile, LayerDtypes, LossScaling
 from precsearch.testing import (
     DimensionContract,
     ExporterContract,
@@ -85,7 +85,7 @@ def fake_distribution(tmp_path, monkeypatch):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakedist\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
         "[precsearch.exporters]\n"
-        "policy_json = precsearch.export:TrialsCsv\n"
+        "policy_json = precsearch.builtins.exporters:TrialsCsv\n"
         "broken = fake_module_that_is_not_there:Exporter\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from precsearch import LossScale, Policy
+from precsearch.instrument import step as _step
 from precsearch.loaders import load_model_file
-from precsearch.runner import Budget, Runner, TrialResult, _step
+from precsearch.records import Budget, TrialResult
+from precsearch.runner import Runner
 
 MODELS = Path(__file__).parent / "models"
 BUDGET = Budget(steps=30, warmup=2, block=5)
@@ -98,8 +100,8 @@ def test_model_info_is_written(runner):
 
 def test_step_timer_against_a_hand_written_loop(runner):
     """Compare, not assert: the per-step timer should cost little beyond the step."""
-    model = runner._model_for(Policy(), seed=0)
-    iterator = iter(runner.dataset(32, seed=0))
+    model = runner.problem.model_for(Policy(), seed=0)
+    iterator = iter(runner.problem.dataset(32, seed=0))
     for _ in range(5):
         _step(model, iterator)
     rounds = []
@@ -158,7 +160,7 @@ def test_unnamed_layers_keep_their_ids_from_build_to_build(tmp_path):
         work_dir=tmp_path,
         budget=Budget(steps=6, warmup=1, block=2),
     )
-    hidden = next(layer["id"] for layer in runner.info["layers"] if not layer["output"])
+    hidden = next(layer["id"] for layer in runner.info.layers if not layer["output"])
     assert hidden == "dense"
     keras.layers.Dense(3)  # the process's counter moves on, as in a long-lived worker
     for _ in range(2):

@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 from helpers import MODELS, run_cli
 
+from precsearch.options import SearchOptions
 from precsearch.space import SearchSpace, SpaceOptions
-from precsearch.study import SearchOptions, open_storage, open_study, run_study
+from precsearch.storage import open_storage, open_study
+from precsearch.study import run_study
 
 
 @pytest.mark.slow
@@ -108,7 +110,7 @@ def test_a_killed_study_resumes_with_its_completed_trials(tmp_path):
 def test_group_by_type_on_mobilenet_v2_is_one_parameter_per_class():
     import keras
 
-    from precsearch.runner import model_layers
+    from precsearch.layers import model_layers
 
     model = keras.applications.MobileNetV2(
         weights=None, alpha=0.35, input_shape=(96, 96, 3), classes=10

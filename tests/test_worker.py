@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from precsearch import Policy
-from precsearch.runner import Budget
+from precsearch.records import Budget
 from precsearch.worker import Worker
 
 MODELS = Path(__file__).parent / "models"
@@ -85,7 +85,7 @@ def test_worker_exits_when_its_parent_is_killed(tmp_path):
         f"""
         import sys, time
         from precsearch.worker import Worker
-        from precsearch.runner import Budget
+        from precsearch.records import Budget
         w = Worker({str(MODELS / "faulty.py")!r}, work_dir={str(tmp_path / "work")!r},
                    budget=Budget(steps=20, warmup=2, block=5))
         w.start()

@@ -10,8 +10,10 @@ kind                    entry-point group            built-ins
 :class:`Exporter`       ``precsearch.exporters``     policy_json, saved_model, trials_csv
 ======================  ===========================  ==================================
 
-The built-ins register through precsearch's own ``pyproject.toml`` exactly as a
-third-party package does. A plugin is imported only when named.
+The built-ins (:mod:`precsearch.builtins`) register through precsearch's own
+``pyproject.toml`` exactly as a third-party package does. A plugin is imported only when
+named. The records a plugin reads or returns (:class:`~precsearch.records.TrialResult`,
+:class:`~precsearch.records.ModelSpec`, ...) are in :mod:`precsearch.records`.
 """
 
 from __future__ import annotations

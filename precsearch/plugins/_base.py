@@ -8,15 +8,10 @@ may take one optional string argument, given on the command line as ``NAME=ARG``
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from precsearch.loaders import ModelSpec
-    from precsearch.policy import Policy
-    from precsearch.runner import TrialResult
-    from precsearch.space import SpaceOptions
+from precsearch.records import ModelSpec, SpaceOptions, TrialResult, Winner
 
 __all__ = ["Dimension", "Exporter", "Loader", "Objective", "Winner"]
 
@@ -105,22 +100,6 @@ class Loader(abc.ABC):
     def config(self, source: Any) -> dict[str, Any]:
         """Defaults read without building anything (``precsearch_config``); none here."""
         return {}
-
-
-@dataclass
-class Winner:
-    """What an exporter gets: the confirmed best policy and where it came from.
-
-    Attributes:
-        policy: The best policy, manifest filled in.
-        study: The Optuna study (``None`` for exporters that run in the worker).
-        model: The Keras model trained under the policy for the trial budget (only for
-            exporters with ``needs_model``, which run in the worker).
-    """
-
-    policy: Policy
-    study: Any = None
-    model: Any = None
 
 
 class Exporter(abc.ABC):

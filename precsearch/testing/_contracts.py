@@ -12,11 +12,10 @@ from typing import Any, ClassVar
 import pytest
 
 from precsearch.errors import UserInputError
-from precsearch.loaders import ModelSpec
-from precsearch.plugins import GROUPS, Dimension, Exporter, Loader, Objective, Winner, available
+from precsearch.plugins import GROUPS, Dimension, Exporter, Loader, Objective, available
 from precsearch.policy import Policy
-from precsearch.runner import StepStats, TrialResult
-from precsearch.space import SearchSpace, SpaceOptions
+from precsearch.records import ModelSpec, SpaceOptions, StepStats, TrialResult, Winner
+from precsearch.space import SearchSpace
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

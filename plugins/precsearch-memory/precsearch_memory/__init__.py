@@ -6,7 +6,7 @@ import re
 
 from precsearch.errors import UserInputError
 from precsearch.plugins import Objective
-from precsearch.runner import TrialResult
+from precsearch.records import TrialResult
 
 __all__ = ["MemoryCap", "PeakMemory", "parse_mib"]
 

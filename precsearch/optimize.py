@@ -1,0 +1,141 @@
+"""The Optuna side of a search: the sampler, the objective, and a progress line per trial.
+
+Objectives (plugins): maximise speedup, minimise the fidelity gap, plus any extra ones;
+each objective may add a constraint with ``trial.set_constraint`` (≤ 0 feasible; the
+fidelity objective's is feasibility itself). Infeasible and too-slow trials are
+COMPLETE with penalty values and a positive constraint, so that samplers learn from
+them; only crashes and timeouts are FAIL (:class:`~precsearch.errors.TrialFailed`,
+caught by ``study.optimize``). Each trial's :class:`~precsearch.records.TrialResult`,
+curves down-sampled, goes into its user attrs, so reports need only the storage.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from precsearch.errors import TrialFailed
+from precsearch.objectives import is_feasible
+from precsearch.records import Budget, TrialResult
+from precsearch.space import SearchSpace
+
+__all__ = ["Progress", "make_objective", "make_sampler"]
+
+MAX_CURVE_POINTS = 256
+EXTRA_PENALTY = 1e12
+
+
+def make_sampler(name: str, space: SearchSpace, seed: int, trials: int) -> Any:
+    """The Optuna sampler called ``name`` for this space."""
+    import optuna
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=max(4, min(10, trials // 2)), multivariate=True
+        )
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(
+            seed=seed, population_size=max(4, min(50, trials // 3))
+        )
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.GridSampler(space.choices(), seed=seed)
+
+
+class Progress:
+    """One line per finished trial: a bar, the trial, the best feasible speedup so far."""
+
+    def __init__(self, total: int, stream: Any = None) -> None:
+        self.total = total
+        self.done = 0
+        self.stream = stream or sys.stderr
+        self.best: float | None = None
+
+    def __call__(self, study: Any, trial: Any) -> None:
+        self.done += 1
+        status = trial.user_attrs.get("status", trial.state.name.lower())
+        if (
+            is_feasible(trial)
+            and trial.values
+            and (self.best is None or trial.values[0] > self.best)
+        ):
+            self.best = trial.values[0]
+        width = 20
+        filled = round(width * self.done / max(1, self.total))
+        bar = "#" * filled + "-" * (width - filled)
+        what = f"trial {trial.number:>3} {status:<10}"
+        if trial.values:
+            what += f" speedup {trial.values[0]:5.2f}x gap {trial.values[1]:7.2f}"
+        reason = trial.user_attrs.get("reason", "")
+        best = f"{self.best:.2f}x" if self.best is not None else "none yet"
+        line = f"[{bar}] {self.done}/{self.total} {what} | best feasible {best}"
+        if reason:
+            line += f" | {reason[:80]}"
+        print(line, file=self.stream, flush=True)
+
+
+def _params_key(params: dict[str, Any]) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in params.items()))
+
+
+def make_objective(
+    space: SearchSpace, executor: Any, budget: Budget, objectives: list[Any]
+) -> Callable[[Any], tuple[float, ...]]:
+    """The Optuna objective: suggest a policy, run it in the executor, score it.
+
+    Every objective plugin gives a value (those with a direction) and may give a
+    constraint. Values must be finite for the samplers: a non-finite extra value becomes
+    a large penalty in its direction.
+    """
+    host, pid = socket.gethostname(), os.getpid()
+    reference_cache: dict[str, TrialResult] = {}
+
+    def reference(study: Any) -> TrialResult | None:
+        if "fp32" not in reference_cache:
+            for done in study.get_trials(deepcopy=False):
+                if done.user_attrs.get("baseline") == "fp32" and "result" in done.user_attrs:
+                    reference_cache["fp32"] = TrialResult.from_dict(done.user_attrs["result"])
+        return reference_cache.get("fp32")
+
+    def objective(trial: Any) -> tuple[float, ...]:
+        from optuna.trial import TrialState
+
+        trial.set_user_attr("host", host)
+        trial.set_user_attr("pid", pid)
+        policy = space.suggest(trial)
+        key = _params_key(trial.params)
+        for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if _params_key(done.params) == key and "result" in done.user_attrs:
+                # The same policy again (samplers repeat themselves in small spaces):
+                # its measurement stands; re-running would only cost time.
+                for attr in ("result", "status", "reason"):
+                    trial.set_user_attr(attr, done.user_attrs.get(attr, ""))
+                trial.set_user_attr("duplicate_of", done.number)
+                for name, value in (done.constraints or {}).items():
+                    trial.set_constraint(name, value)
+                return tuple(done.values)
+        result = executor.run_trial(policy, budget)
+        trial.set_user_attr("result", result.to_dict(max_points=MAX_CURVE_POINTS))
+        trial.set_user_attr("status", result.status)
+        trial.set_user_attr("reason", result.reason)
+        if result.status == "failed":
+            raise TrialFailed(result.reason, result.numerics.get("detail", ""))
+        ref = reference(trial.study)
+        values = []
+        for plugin in objectives:
+            constraint = plugin.constraint(result, ref)
+            if constraint is not None:
+                trial.set_constraint(plugin.name, float(constraint))
+            if plugin.direction is None:
+                continue
+            value = plugin.value(result, ref)
+            if value is None or not math.isfinite(value):
+                value = -EXTRA_PENALTY if plugin.direction == "maximize" else EXTRA_PENALTY
+            values.append(float(value))
+        return tuple(values)
+
+    return objective

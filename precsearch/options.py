@@ -1,0 +1,88 @@
+"""What ``precsearch run`` (and ``precsearch.search``) is asked to do.
+
+:class:`SearchOptions` holds every option of a run; ``None`` means the model file's
+``precsearch_config``, else the default (:meth:`SearchOptions.resolved`). The options
+that define a study, and that every worker of a shared study must run the same way,
+are stored in the study (:meth:`SearchOptions.shared`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from precsearch.errors import UserInputError
+from precsearch.records import Budget
+
+__all__ = ["DEFAULT_EXPORTERS", "SAMPLERS", "SearchOptions"]
+
+SAMPLERS = ("tpe", "nsga2", "random", "grid")
+DEFAULT_EXPORTERS = ("policy_json", "saved_model", "trials_csv")
+
+
+@dataclass
+class SearchOptions:
+    """Everything ``precsearch run`` takes (``None`` means: the model file's
+    ``precsearch_config``, else the default)."""
+
+    trials: int | None = None
+    timeout: float | None = None
+    trial_timeout: float = 1800.0
+    study_name: str | None = None
+    storage: str | None = None
+    out: str = "studies"
+    group_by: str | None = None
+    dtypes: str | list[str] | None = None
+    steps: int | None = None
+    tolerance: float | None = None
+    sampler: str = "tpe"
+    in_process: bool = False
+    seed: int = 0
+    lr_rule: str = "linear"
+    batch_size: int | None = None
+    confirm_top: int = 3
+    rounds: int = 5
+    watchdog: float | None = None
+    dimensions: list[str] | None = None
+    objectives: list[str] = field(default_factory=list)
+    exporters: list[str] = field(default_factory=list)
+    loader: str = "model_file"
+    env: dict[str, str] = field(default_factory=dict)
+
+    def resolved(self, config: dict[str, Any]) -> SearchOptions:
+        """These options with gaps filled from a model file's ``precsearch_config``."""
+        filled = SearchOptions(**self.__dict__)
+        defaults = {"trials": 16, "group_by": "type", "steps": None, "tolerance": 1.0}
+        for key, default in defaults.items():
+            if getattr(filled, key) is None:
+                setattr(filled, key, config.get(key, default))
+        if filled.dtypes is None and "dtypes" in config:
+            filled.dtypes = config["dtypes"]
+        if filled.batch_size is None and "batch_size" in config:
+            filled.batch_size = config["batch_size"]
+        if filled.sampler not in SAMPLERS:
+            raise UserInputError(
+                f"--sampler {filled.sampler!r}: expected one of {', '.join(SAMPLERS)}"
+            )
+        if filled.trials is not None and filled.trials < 0:
+            raise UserInputError(f"--trials {filled.trials}: expected 0 or more")
+        if filled.steps is not None and filled.steps < 1:
+            raise UserInputError(f"--steps {filled.steps}: expected a positive integer")
+        return filled
+
+    def shared(self) -> dict[str, Any]:
+        """What every worker of a study must run the same way (stored in the study)."""
+        keys = (
+            "group_by", "dtypes", "steps", "tolerance", "sampler", "lr_rule", "batch_size",
+            "watchdog", "dimensions", "objectives", "loader", "trial_timeout",
+        )  # fmt: skip
+        return {key: getattr(self, key) for key in keys}
+
+    def budget(self) -> Budget:
+        """The trial budget these options ask for."""
+        changes: dict[str, Any] = {}
+        if self.steps:
+            changes["steps"] = self.steps
+        if self.watchdog:
+            changes["watchdog"] = self.watchdog
+        return Budget(**changes)

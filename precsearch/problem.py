@@ -1,0 +1,282 @@
+"""The user's problem: their model and data, checked against the contract and built once.
+
+A :class:`Problem` builds the model file's model once (to check it, take its initial
+weights and describe it as a :class:`~precsearch.records.ModelInfo`), wraps its data in
+the stream every trial shares (shuffled with a fixed seed, repeated, batched), and makes
+compiled models under any policy from those same initial weights. Whatever the user's
+functions return that breaks the contract is a one-line ``UserInputError`` naming the
+file and the function.
+
+TensorFlow is imported when a Problem is created, never at module import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any
+
+from precsearch.errors import UserInputError, one_line
+from precsearch.layers import model_layers
+from precsearch.policy import Policy
+from precsearch.records import ModelInfo, ModelSpec
+
+__all__ = ["Problem"]
+
+
+class Problem:
+    """One model file's model and data, built once in this process.
+
+    Args:
+        spec: Where the model and data come from.
+        batch_size: The model's own batch size (default: ``precsearch_config`` or 32).
+
+    Attributes:
+        keras, tf: The modules, imported here.
+        info: The model's description (layers, batch size, data sizes, hardware).
+        initial_weights: The weights every trial and reference starts from.
+        batch_size: The model's own batch size.
+
+    Raises:
+        UserInputError: The model file's functions return something that breaks the
+            contract (wrong type, batched data, data that does not fit, no loss).
+    """
+
+    def __init__(self, spec: ModelSpec, batch_size: int | None = None) -> None:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import keras
+        import tensorflow as tf
+
+        self.keras = keras
+        self.tf = tf
+        self.spec = spec
+        self.batch_size = batch_size or int(spec.config.get("batch_size", 32))
+        keras.utils.set_random_seed(0)
+        model = self.build()
+        self._compile_config = self._find_compile_config(model)
+        self.train_examples, self.n_train = self._examples("train_data")
+        self.val_examples, self.n_val = (None, 0)
+        if spec.val_data is not None:
+            self.val_examples, self.n_val = self._examples("val_data")
+        self._check_data_fits(model)
+        self.initial_weights = model.get_weights()
+        self.info = self._model_info(model)
+
+    def _where(self, function: str) -> str:
+        return f"{self.spec.source}: {function}()"
+
+    def build(self) -> Any:
+        """A new model from ``build_model()`` (its layer ids always those of ``info``)."""
+        keras = self.keras
+        # Keras numbers unnamed layers per process (dense, dense_1, ...): start each
+        # build from zero so that every build has the layer ids of model_info.json.
+        from keras.src.utils.naming import reset_uids
+
+        reset_uids()
+        try:
+            model = self.spec.build_model()
+        except Exception as exc:
+            raise UserInputError(f"{self._where('build_model')} raised {one_line(exc)}") from None
+        if not isinstance(model, keras.Model):
+            raise UserInputError(
+                f"{self._where('build_model')} returned {type(model).__name__}, "
+                "expected a keras.Model"
+            )
+        return model
+
+    def _find_compile_config(self, model: Any) -> dict[str, Any] | None:
+        if self.spec.compile_kwargs is not None:
+            return None
+        if not model.compiled:
+            raise UserInputError(
+                f"{self.spec.source}: no loss anywhere: compile the model in build_model() "
+                "or define compile_kwargs() returning at least a loss"
+            )
+        return model.get_compile_config()
+
+    def compile_kwargs(self) -> dict[str, Any]:
+        """Fresh ``model.compile`` arguments (a new optimizer object on each call)."""
+        keras = self.keras
+        if self.spec.compile_kwargs is not None:
+            try:
+                kwargs = dict(self.spec.compile_kwargs())
+            except Exception as exc:
+                raise UserInputError(
+                    f"{self._where('compile_kwargs')} raised {one_line(exc)}"
+                ) from None
+            optimizer = kwargs.get("optimizer", "rmsprop")
+            if isinstance(optimizer, keras.optimizers.Optimizer):
+                optimizer = type(optimizer).from_config(optimizer.get_config())
+            kwargs["optimizer"] = optimizer
+        else:
+            from keras.src.saving import serialization_lib
+
+            kwargs = serialization_lib.deserialize_keras_object(self._compile_config)
+        if kwargs.get("loss") is None:
+            raise UserInputError(
+                f"{self._where('compile_kwargs')} has no 'loss', expected a loss for training"
+            )
+        # Timing is per step: one train-function call must be exactly one step.
+        for key in ("steps_per_execution", "run_eagerly", "jit_compile"):
+            kwargs.pop(key, None)
+        kwargs["optimizer"] = keras.optimizers.get(kwargs.get("optimizer", "rmsprop"))
+        return kwargs
+
+    def _examples(self, function: str) -> tuple[Any, int]:
+        tf = self.tf
+        try:
+            data = getattr(self.spec, function)()
+        except Exception as exc:
+            raise UserInputError(f"{self._where(function)} raised {one_line(exc)}") from None
+        expected = "expected (x, y) arrays or an unbatched tf.data.Dataset"
+        if isinstance(data, tf.data.Dataset):
+            dataset = data
+        elif isinstance(data, (tuple, list)) and len(data) in (2, 3):
+            try:
+                dataset = tf.data.Dataset.from_tensor_slices(tuple(data))
+            except Exception as exc:
+                raise UserInputError(
+                    f"{self._where(function)} returned arrays that do not line up "
+                    f"({one_line(exc)}), {expected}"
+                ) from None
+        else:
+            raise UserInputError(
+                f"{self._where(function)} returned {type(data).__name__}, {expected}"
+            )
+        n = int(dataset.cardinality())
+        if n == tf.data.INFINITE_CARDINALITY:
+            raise UserInputError(
+                f"{self._where(function)} returned a dataset that repeats forever, "
+                "expected a finite one (precsearch repeats it itself)"
+            )
+        if n == tf.data.UNKNOWN_CARDINALITY:
+            n = int(dataset.reduce(0, lambda count, _: count + 1))
+        if n < 1:
+            raise UserInputError(f"{self._where(function)} returned no examples")
+        return dataset, n
+
+    def _check_data_fits(self, model: Any) -> None:
+        tf = self.tf
+        spec = self.train_examples.element_spec
+        first = tf.nest.flatten(spec)[0]
+        inputs = getattr(model, "inputs", None) if model.built else None
+        try:
+            input_shapes = [tuple(t.shape) for t in inputs or []]
+        except (AttributeError, ValueError):
+            input_shapes = []
+        if input_shapes and len(first.shape) == len(input_shapes[0]) and first.shape[0] is None:
+            raise UserInputError(
+                f"{self._where('train_data')} returned a batched dataset (element shape "
+                f"{tuple(first.shape)}), expected unbatched examples: drop .batch() "
+                "(precsearch batches itself)"
+            )
+        kwargs = self.compile_kwargs()
+        try:
+            batch = next(iter(self.train_examples.batch(2)))
+            x, y = batch[0], batch[1]
+            model.compile(**kwargs)
+            y_pred = model(x, training=False)
+            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
+            float(loss)
+        except Exception as exc:
+            raise UserInputError(
+                f"{self._where('train_data')} examples do not fit build_model()'s model "
+                f"({one_line(exc)})"
+            ) from None
+
+    def _model_info(self, model: Any) -> ModelInfo:
+        layers = model_layers(model)
+        return ModelInfo(
+            source=self.spec.source,
+            fingerprint=self.spec.fingerprint,
+            model_name=model.name,
+            model_class=type(model).__name__,
+            params=int(model.count_params()),
+            layers=layers,
+            output_layers=[layer["id"] for layer in layers if layer["output"]],
+            batch_size=self.batch_size,
+            train_examples=self.n_train,
+            val_examples=self.n_val,
+            versions={"tensorflow": self.tf.__version__, "keras": self.keras.__version__},
+            gpus=self._gpus(),
+        )
+
+    def _gpus(self) -> list[dict[str, Any]]:
+        gpus = []
+        for device in self.tf.config.list_physical_devices("GPU"):
+            details = self.tf.config.experimental.get_device_details(device)
+            gpus.append(
+                {
+                    "name": details.get("device_name", device.name),
+                    "compute_capability": list(details.get("compute_capability") or []),
+                }
+            )
+        return gpus
+
+    def dataset(self, batch_size: int, seed: int) -> Any:
+        """The training stream: shuffled (seeded), repeated, batched, prefetched.
+
+        Repeating before batching makes the stream of examples the same at any batch
+        size, so a batch-size change alters only how it is cut.
+        """
+        tf = self.tf
+        return (
+            self.train_examples.cache()
+            .shuffle(min(self.n_train, 50_000), seed=seed, reshuffle_each_iteration=True)
+            .repeat()
+            .batch(batch_size, drop_remainder=True)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+
+    def normalise(self, policy: Policy) -> Policy:
+        """``policy`` with its batch sizes filled in from the model's own."""
+        return dataclasses.replace(
+            policy,
+            batch_size=policy.batch_size or self.batch_size,
+            base_batch_size=policy.base_batch_size or self.batch_size,
+        )
+
+    def model_for(self, policy: Policy, seed: int) -> Any:
+        """A model from the initial weights under ``policy``, compiled and traceable.
+
+        The learning rate follows the policy's batch size by its LR rule (a schedule is
+        left alone); the optimizer is built and the train function made, so that the
+        state can be saved and restored (see :meth:`restore`) instead of retraced.
+        """
+        keras = self.keras
+        keras.utils.set_random_seed(seed)
+        model = self.build()
+        model.set_weights(self.initial_weights)
+        kwargs = self.compile_kwargs()
+        optimizer = kwargs.pop("optimizer")
+        schedule = keras.optimizers.schedules.LearningRateSchedule
+        if not isinstance(getattr(optimizer, "_learning_rate", None), schedule):
+            optimizer.learning_rate = policy.scaled_learning_rate(float(optimizer.learning_rate))
+        policy.compile(model, optimizer=optimizer, **kwargs)
+        model.optimizer.build(model.trainable_variables)
+        model.make_train_function()
+        return model
+
+    def restore(self, model: Any, optimizer_state: list[Any]) -> None:
+        """Put a traced model back to the initial weights and a saved optimizer state.
+
+        Cheaper than building and tracing a new model (MobileNetV2: ~12 s a trace).
+        """
+        model.set_weights(self.initial_weights)
+        for variable, value in zip(model.optimizer.variables, optimizer_state, strict=True):
+            variable.assign(value)
+
+    def evaluate(self, model: Any, batch_size: int) -> dict[str, Any]:
+        """``{loss, metric, metric_name}`` on the validation data (empty without any)."""
+        if self.val_examples is None:
+            return {}
+        tf = self.tf
+        data = self.val_examples.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+        logs = model.evaluate(data, verbose=0, return_dict=True)
+        names = [k for k in logs if k != "loss"]
+        out: dict[str, Any] = {"loss": float(logs.get("loss", math.nan))}
+        if names:
+            out["metric_name"] = names[0]
+            out["metric"] = float(logs[names[0]])
+        return out

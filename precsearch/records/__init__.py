@@ -1,0 +1,54 @@
+"""The plain records every part of precsearch exchanges; each serialises to JSON.
+
+Nothing here runs a model or a study: these are the nouns of the data flow (DESIGN.md),
+shared by the engine and by plugins, so a plugin author imports this module and
+:mod:`precsearch.plugins` and nothing else. It imports nothing of precsearch's but
+:mod:`precsearch.errors`.
+
+Records that are stored (in a study's storage or a cache file) carry a ``"record"``
+format tag, and reading one ignores keys it does not know, so that a study written by a
+newer precsearch still loads. A policy file (:mod:`precsearch.policy`) is the exception:
+it is written by people, so an unknown key there is a typo and an error.
+"""
+
+from __future__ import annotations
+
+from precsearch.records._json import json_safe
+from precsearch.records.decisions import Confirmation, Measurement, Winner
+from precsearch.records.model import (
+    GROUP_BY,
+    LR_RULES,
+    SHORT_DTYPES,
+    ModelInfo,
+    ModelSpec,
+    SpaceOptions,
+    parse_dtypes,
+)
+from precsearch.records.results import (
+    Budget,
+    Fidelity,
+    Reference,
+    StepStats,
+    TrialResult,
+    downsample,
+)
+
+__all__ = [
+    "GROUP_BY",
+    "LR_RULES",
+    "SHORT_DTYPES",
+    "Budget",
+    "Confirmation",
+    "Fidelity",
+    "Measurement",
+    "ModelInfo",
+    "ModelSpec",
+    "Reference",
+    "SpaceOptions",
+    "StepStats",
+    "TrialResult",
+    "Winner",
+    "downsample",
+    "json_safe",
+    "parse_dtypes",
+]

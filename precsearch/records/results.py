@@ -1,0 +1,222 @@
+"""What a trial is given and what it measures: budget, fidelity, results, references."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from precsearch.errors import UserInputError
+from precsearch.records._json import json_safe, known_fields
+
+__all__ = [
+    "Budget",
+    "Fidelity",
+    "Reference",
+    "StepStats",
+    "TrialResult",
+    "downsample",
+]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much a trial trains and measures.
+
+    Args:
+        steps: Training steps of the candidate (and of each FP32 reference run).
+        warmup: Candidate steps after tracing that are not timed.
+        block: Steps in one timing block; FP32 and candidate blocks alternate.
+        max_blocks: Most FP32 blocks interleaved per trial (the candidate trains on,
+            untimed, after that); ``None`` interleaves for the whole budget.
+        ref_seeds: FP32 reference runs (data-order seeds) per batch size, at least 3.
+        watchdog: Stop when the first step after tracing costs more than this many
+            times the FP32 step (per sample).
+    """
+
+    steps: int = 120
+    warmup: int = 3
+    block: int = 5
+    max_blocks: int | None = 12
+    ref_seeds: int = 3
+    watchdog: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "block", "ref_seeds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserInputError(f"budget {name} is {value!r}, expected a positive integer")
+        if self.ref_seeds < 3:
+            raise UserInputError(f"budget ref_seeds is {self.ref_seeds}, expected at least 3")
+        if self.steps < self.warmup + 2 + self.block:
+            raise UserInputError(
+                f"budget steps is {self.steps}, expected at least warmup + 2 + block = "
+                f"{self.warmup + 2 + self.block} so that one block is timed"
+            )
+        if not self.watchdog > 1:
+            raise UserInputError(f"budget watchdog is {self.watchdog!r}, expected > 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How closely a candidate must follow FP32 (see :mod:`precsearch.objectives`).
+
+    Args:
+        tolerance: Largest feasible gap, in units of the FP32 band.
+        rel_floor: The band is at least this share of the FP32 value, so that a tiny
+            band between seeds does not make everything infeasible.
+        metric_abs: If set, the validation metric must be within this of FP32's mean.
+        metric_rel: If set, ... within this share of FP32's mean.
+        max_skipped: Largest share of steps skipped for overflow (dynamic loss scale).
+    """
+
+    tolerance: float = 1.0
+    rel_floor: float = 0.02
+    metric_abs: float | None = None
+    metric_rel: float | None = None
+    max_skipped: float = 0.2
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return asdict(self)
+
+
+@dataclass
+class StepStats:
+    """Per-step times of one configuration, in seconds.
+
+    ``p10`` is the cost estimate (stalls only add time); ``samples_per_s`` is the batch
+    size over ``p10``.
+    """
+
+    p10: float
+    median: float
+    min: float
+    max: float
+    n: int
+    batch_size: int
+    samples_per_s: float
+
+
+def _pick(values: list[Any], max_points: int) -> list[Any]:
+    if len(values) <= max_points:
+        return list(values)
+    step = (len(values) - 1) / (max_points - 1)
+    return [values[round(i * step)] for i in range(max_points)]
+
+
+def downsample(curve: dict[str, Any], max_points: int) -> dict[str, Any]:
+    """A curve with at most ``max_points`` points, first and last kept.
+
+    Points are picked evenly (not averaged) so that a NaN or a spike stays visible.
+    """
+    out = dict(curve)
+    for key in ("samples", "loss"):
+        if key in curve:
+            out[key] = _pick(list(curve[key]), max_points)
+    return out
+
+
+@dataclass
+class TrialResult:
+    """Everything one trial measured; serialises to JSON (never pickle).
+
+    Attributes:
+        policy: The policy's JSON form.
+        status: ``ok`` (feasible), ``infeasible``, ``too_slow`` or ``failed``.
+        reason: Why, for any status but ``ok``.
+        speedup: Candidate samples/s over FP32 samples/s (p10 step times).
+        block_ratios: The same ratio per pair of adjacent blocks (median of steps):
+            ``{median, min, max, n}``, the spread of the estimate.
+        fp32: FP32 step statistics (at the model's own batch size).
+        candidate: The candidate's step statistics (at the policy's batch size).
+        fidelity_gap: Distance from FP32 in units of the FP32 band (see objectives).
+        curve: ``{"batch_size", "samples", "loss"}``: loss per step by samples seen.
+        val: ``{"loss", "metric", "metric_name"}`` when there is validation data.
+        peak_memory_mb: Peak process RSS during the trial (CPU) or device memory (GPU).
+        memory_kind: ``"rss"`` or ``"gpu"`` (``"rss (process lifetime)"`` where the
+            kernel's peak mark cannot be reset).
+        numerics: ``nonfinite_step``, ``loss_scale`` (per step, dynamic scaling),
+            ``min_loss_scale``, ``skipped_steps``, ``skipped_share``.
+        timings: Wall seconds by phase: reference, build, trace, warmup, measured,
+            train, evaluate, total.
+    """
+
+    policy: dict[str, Any]
+    status: str = "failed"
+    reason: str = ""
+    speedup: float | None = None
+    block_ratios: dict[str, float] = field(default_factory=dict)
+    fp32: StepStats | None = None
+    candidate: StepStats | None = None
+    fidelity_gap: float | None = None
+    curve: dict[str, Any] = field(default_factory=lambda: {"samples": [], "loss": []})
+    val: dict[str, Any] = field(default_factory=dict)
+    peak_memory_mb: float | None = None
+    memory_kind: str = "rss"
+    numerics: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the trial trained like FP32 (status ``ok``)."""
+        return self.status == "ok"
+
+    def to_dict(self, max_points: int | None = None) -> dict[str, Any]:
+        """The JSON form; ``max_points`` down-samples the loss curve (and loss scale)."""
+        data = asdict(self)
+        if max_points is not None:
+            data["curve"] = downsample(data["curve"], max_points)
+            scale = data["numerics"].get("loss_scale")
+            if scale:
+                data["numerics"]["loss_scale"] = _pick(scale, max_points)
+        return json_safe(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        data = known_fields(cls, data)
+        for key in ("fp32", "candidate"):
+            if data.get(key) is not None:
+                data[key] = StepStats(**known_fields(StepStats, data[key]))
+        return cls(**data)
+
+    def to_json(self, max_points: int | None = None) -> str:
+        """JSON text (``NaN``/``inf`` become ``null``)."""
+        return json.dumps(self.to_dict(max_points), allow_nan=False)
+
+
+@dataclass
+class Reference:
+    """FP32 reference runs at one batch size and LR rule.
+
+    Attributes:
+        batch_size, lr_rule, steps: What was trained.
+        curves: Loss per step, one list per seed (seed i uses data order i).
+        val_loss, val_metric: Final validation figures per seed (``None`` without
+            validation data).
+        metric_name: Name of the first compiled metric, if any.
+        seconds: Wall time of all runs.
+    """
+
+    batch_size: int
+    lr_rule: str
+    steps: int
+    curves: list[list[float]]
+    val_loss: list[float | None]
+    val_metric: list[float | None]
+    metric_name: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"record": "precsearch.reference/1", **json_safe(asdict(self))}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Reference:
+        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        return cls(**known_fields(cls, data))

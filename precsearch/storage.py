@@ -1,0 +1,123 @@
+"""Where a study lives: an Optuna storage, and the studies and trials in it.
+
+Default: an Optuna journal file ``<out>/<study>/study.journal`` (no server). For many
+machines: any Optuna RDB URL (PostgreSQL in practice), with heartbeats so that Optuna
+fails the trials of a dead worker. :func:`fail_stale_trials` does the same for the
+journal, by host and process id, when a killed run is resumed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import warnings
+from pathlib import Path
+from typing import Any
+
+from precsearch.errors import UserInputError
+
+__all__ = ["fail_stale_trials", "find_study", "open_storage", "open_study"]
+
+
+def open_storage(storage: str | None, study_dir: Path) -> Any:
+    """An Optuna storage: a journal file by default, an RDB URL with heartbeats."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    if storage is None or "://" not in storage:
+        path = Path(storage) if storage else study_dir / "study.journal"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    try:
+        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(storage, heartbeat_interval=60, grace_period=300)
+    except Exception as exc:
+        raise UserInputError(
+            f"--storage {storage!r}: cannot open ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def open_study(
+    name: str, storage: Any, sampler: Any = None, directions: list[str] | None = None
+) -> Any:
+    """Create or resume the study ``name`` (speedup up, fidelity gap down by default)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(
+        study_name=name,
+        storage=storage,
+        sampler=sampler,
+        directions=directions or ["maximize", "minimize"],
+        load_if_exists=True,
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fail_stale_trials(study: Any, journal: bool) -> list[int]:
+    """Mark FAIL the RUNNING trials of a run that was killed; return their numbers.
+
+    A trial records its host and pid when it starts: one from this host whose process
+    is gone is stale. With the (single-machine) journal, a RUNNING trial that died before
+    recording them is stale too; RDB storages leave the rest to Optuna's heartbeats.
+    """
+    from optuna.trial import TrialState
+
+    host = socket.gethostname()
+    failed = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner, pid = trial.user_attrs.get("host"), trial.user_attrs.get("pid")
+        if owner is None and not journal:
+            continue
+        if owner is not None and (owner != host or pid is None or _pid_alive(pid)):
+            continue
+        study._storage.set_trial_user_attr(trial._trial_id, "status", "failed")
+        study._storage.set_trial_user_attr(
+            trial._trial_id, "reason", "interrupted: its run was killed"
+        )
+        study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        failed.append(trial.number)
+    return failed
+
+
+def find_study(
+    name_or_dir: str | os.PathLike[str], storage: str | None = None, out: str = "studies"
+) -> tuple[Any, Path]:
+    """Open an existing study by folder, or by name (in ``out`` or in ``storage``).
+
+    Raises:
+        UserInputError: No such study.
+    """
+    import optuna
+
+    path = Path(name_or_dir)
+    if storage is None:
+        folder = path if (path / "study.journal").exists() else Path(out) / str(name_or_dir)
+        if not (folder / "study.journal").exists():
+            raise UserInputError(
+                f"{name_or_dir}: no study here (expected a folder with study.journal, or a "
+                "study name with --storage)"
+            )
+        store = open_storage(None, folder)
+        names = optuna.get_all_study_names(store)
+        name = folder.name if folder.name in names else (names[0] if names else folder.name)
+    else:
+        store = open_storage(storage, path)
+        name = path.name if path.name else str(name_or_dir)
+        folder = Path(out) / name
+    try:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.load_study(study_name=name, storage=store)
+    except KeyError:
+        raise UserInputError(f"{name_or_dir}: no study named {name!r} in that storage") from None
+    return study, folder

@@ -1,0 +1,104 @@
+"""The package's shape: no import circles, small files, every module importable alone."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "precsearch"
+MAX_LINES = 400
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = path
+    return names
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """Every precsearch module a file imports: at the top, under TYPE_CHECKING, or lazily
+    inside a function (a lazy import hides a circle from Python, not from a reader)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in found if name in modules}
+
+
+def graph() -> dict[str, set[str]]:
+    names = module_names()
+    return {name: imports_of(path, set(names)) - {name} for name, path in names.items()}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_checker_finds_a_circle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_circle_among_the_package_modules():
+    edges = graph()
+    # The package root loads the notebook API lazily, by design (import precsearch must
+    # stay light); everything below it must form no circle, lazy imports included.
+    edges["precsearch"] = edges["precsearch"] - {"precsearch.api"}
+    assert find_cycle(edges) is None, " -> ".join(find_cycle(edges))
+
+
+def test_records_and_plugin_bases_import_nothing_of_the_engine():
+    edges = graph()
+    for name, imported in edges.items():
+        if name.startswith("precsearch.records"):
+            assert all(m.startswith(("precsearch.records", "precsearch.errors")) for m in imported)
+    assert edges["precsearch.plugins._base"] <= {"precsearch.records"}
+
+
+def test_no_module_over_the_size_limit():
+    sizes = {name: len(path.read_text().splitlines()) for name, path in module_names().items()}
+    assert not {name: n for name, n in sizes.items() if n > MAX_LINES}
+
+
+def test_every_module_imports_alone():
+    def load(name: str) -> tuple[str, subprocess.CompletedProcess]:
+        code = f"import {name}"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        return name, done
+
+    names = [name for name in module_names() if not name.endswith("__main__")]
+    with ThreadPoolExecutor(4) as pool:
+        failed = {
+            name: done.stderr.strip().splitlines()[-1]
+            for name, done in pool.map(load, names)
+            if done.returncode != 0
+        }
+    assert not failed
