@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -168,5 +169,7 @@ def search(
             "train_data/val_data go with a build function; a model file defines its own"
         )
     run = run_study(model, SearchOptions(**options), progress=progress)
-    notes = [*run.notes, *([run.verdict] if run.verdict else [])]
+    if run.failure:
+        warnings.warn(f"{run.failure}; the study and its trials are kept", stacklevel=2)
+    notes = [*run.notes, *[text for text in (run.verdict, run.failure) if text]]
     return SearchResult(run.study, run.study_dir, notes)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from precsearch._version import __version__
-from precsearch.errors import UserInputError
+from precsearch.errors import PrecsearchError, UserInputError, one_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,7 +112,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(time_summary(run.results, run.seconds))
     print()
     _print_paths(run.paths)
-    return 0
+    return _failed(run)
+
+
+def _failed(run: Any) -> int:
+    """1 (with one line) when the run failed after its trials, which stay stored."""
+    if not run.failure:
+        return 0
+    done = sum(t.state.name == "COMPLETE" for t in run.study.get_trials(deepcopy=False))
+    print(
+        f"precsearch: error: {run.failure}; the study and its {done} completed trials are "
+        "kept: run it again to retry",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
@@ -126,7 +140,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print()
     print(time_summary(run.results, run.seconds))
-    return 0
+    return _failed(run)
 
 
 def _print_paths(paths: dict) -> None:
@@ -214,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Search for the fastest mixed-precision policy that still trains like FP32.",
     )
     parser.add_argument("--version", action="version", version=f"precsearch {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error (before COMMAND)"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     cmd = commands.add_parser(
         "run",
@@ -337,12 +354,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except UserInputError as exc:
-        print(f"precsearch: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("precsearch: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        # One line, whatever it was: bad input exits 2, anything else 1.
+        if isinstance(exc, UserInputError):
+            print(f"precsearch: error: {exc}", file=sys.stderr)
+            return 2
+        if isinstance(exc, OSError):
+            print(f"precsearch: error: {one_line(exc)}", file=sys.stderr)
+        elif isinstance(exc, PrecsearchError):
+            print(f"precsearch: error: {str(exc).splitlines()[0][:300]}", file=sys.stderr)
+        else:
+            print(
+                f"precsearch: internal error: {one_line(exc)} (run with --debug for the "
+                "traceback, and please report it)",
+                file=sys.stderr,
+            )
+        return 1
 
 
 if __name__ == "__main__":

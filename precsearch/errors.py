@@ -9,7 +9,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["PrecsearchError", "TrialFailed", "UserInputError", "one_line", "read_user_file"]
+__all__ = [
+    "PrecsearchError",
+    "TrialFailed",
+    "UserInputError",
+    "is_resource_problem",
+    "missing_module",
+    "one_line",
+    "read_user_file",
+]
+
+# What to install for a module that is missing (its import name to a pip command).
+INSTALL = {
+    "tensorflow": "pip install 'precsearch[cpu]' (or 'precsearch[gpu]' for CUDA)",
+    "keras": "pip install 'precsearch[cpu]'",
+    "sklearn": "pip install scikit-learn",
+    "psycopg": "pip install 'precsearch[postgres]'",
+    "psycopg2": "pip install 'precsearch[postgres]'",
+}
 
 
 class PrecsearchError(Exception):
@@ -58,3 +75,21 @@ def read_user_file(path: Path, kind: str) -> str:
         raise UserInputError(f"{path}: no such {kind}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserInputError(f"{path}: cannot read {kind} ({one_line(exc)})") from None
+
+
+def missing_module(exc: ModuleNotFoundError, what: str) -> UserInputError:
+    """One line for a module that is not installed, naming the command that installs it.
+
+    Args:
+        exc: The import's error (its ``name`` is the missing module).
+        what: What needed it, e.g. ``"precsearch run"`` or a model file's path.
+    """
+    top = (exc.name or "").split(".")[0] or "?"
+    hint = INSTALL.get(top, f"pip install {top}")
+    return UserInputError(f"{what} needs the module {top!r}, which is not installed here: {hint}")
+
+
+def is_resource_problem(exc: BaseException) -> bool:
+    """Whether an exception means the machine ran out of something (memory), which is
+    no fault of the user's input and must not be reported as one."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "ResourceExhaustedError"

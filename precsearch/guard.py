@@ -12,7 +12,7 @@ import os
 import traceback
 from typing import Any
 
-from precsearch.errors import TrialFailed, UserInputError
+from precsearch.errors import TrialFailed, UserInputError, is_resource_problem
 from precsearch.policy import Policy
 from precsearch.records import Budget, Fidelity, Measurement, ModelInfo, TrialResult
 
@@ -32,7 +32,7 @@ def classify(exc: BaseException) -> tuple[str, str]:
     name = type(exc).__name__
     lines = str(exc).strip().splitlines()
     first = lines[0][:300] if lines else ""
-    if name == "ResourceExhaustedError" or isinstance(exc, MemoryError):
+    if is_resource_problem(exc):
         return "out of memory", f"{name}: {first}"
     if isinstance(exc, TrialFailed):
         return exc.reason, exc.detail

@@ -21,7 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from precsearch.errors import UserInputError, one_line, read_user_file
+from precsearch.errors import (
+    UserInputError,
+    is_resource_problem,
+    missing_module,
+    one_line,
+    read_user_file,
+)
 from precsearch.records import ModelSpec
 
 __all__ = [
@@ -113,8 +119,13 @@ def import_model_file(path: str | Path) -> Any:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
+    except ModuleNotFoundError as exc:
+        del sys.modules[module_name]
+        raise missing_module(exc, f"{path}: the model file") from None
     except Exception as exc:
         del sys.modules[module_name]
+        if is_resource_problem(exc):
+            raise
         raise UserInputError(f"{path}: importing the model file failed ({one_line(exc)})") from None
     module.__precsearch_fingerprint__ = digest
     return module

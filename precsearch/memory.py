@@ -1,11 +1,42 @@
-"""Peak memory of a trial: the process's resident set on a CPU, device memory on a GPU."""
+"""Memory of a trial and of the worker: peaks, the resident set, and giving it back.
+
+A trial's peak is the process's resident set on a CPU, device memory on a GPU. A worker
+runs many trials, and TensorFlow keeps a little of every traced training step for good
+(measured here: ~3 MB a trial on a small MLP, ~60 MB on MobileNetV3Small, even with
+``keras.backend.clear_session()``), so after each trial the worker collects garbage and
+hands freed heap back to the system (:func:`release`), and its parent restarts it when
+its resident set has grown too far (:class:`precsearch.worker.Worker`).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import resource
 from typing import Any
 
-__all__ = ["PeakMemory"]
+__all__ = ["PeakMemory", "release", "rss_mb"]
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, in MiB (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def release() -> None:
+    """Free what the last trial left behind: cyclic garbage (a Keras model and its traced
+    functions refer to each other), then the heap glibc keeps after freeing it."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _reset_peak_rss() -> bool:

@@ -11,10 +11,12 @@ curves down-sampled, goes into its user attrs, so reports need only the storage.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,10 +25,21 @@ from precsearch.objectives import is_feasible
 from precsearch.records import Budget, TrialResult
 from precsearch.space import SearchSpace
 
-__all__ = ["Progress", "make_objective", "make_sampler"]
+__all__ = ["Progress", "make_objective", "make_sampler", "worker_seed"]
 
 MAX_CURVE_POINTS = 256
 EXTRA_PENALTY = 1e12
+
+
+def worker_seed() -> int:
+    """A sampler seed for one more worker of a shared study.
+
+    From host, process id and time together: process ids alone repeat across machines
+    (in containers every worker can be pid 1 or 7), and equal seeds make workers propose
+    the same trials.
+    """
+    text = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
 
 def make_sampler(name: str, space: SearchSpace, seed: int, trials: int) -> Any:
@@ -83,13 +96,14 @@ def _params_key(params: dict[str, Any]) -> tuple:
 
 
 def make_objective(
-    space: SearchSpace, executor: Any, budget: Budget, objectives: list[Any]
+    space: SearchSpace, executor: Any, budget: Budget, objectives: list[Any], seed: int = 0
 ) -> Callable[[Any], tuple[float, ...]]:
     """The Optuna objective: suggest a policy, run it in the executor, score it.
 
     Every objective plugin gives a value (those with a direction) and may give a
     constraint. Values must be finite for the samplers: a non-finite extra value becomes
-    a large penalty in its direction.
+    a large penalty in its direction. Each trial records the host, process and sampler
+    seed that ran it.
     """
     host, pid = socket.gethostname(), os.getpid()
     reference_cache: dict[str, TrialResult] = {}
@@ -106,6 +120,7 @@ def make_objective(
 
         trial.set_user_attr("host", host)
         trial.set_user_attr("pid", pid)
+        trial.set_user_attr("sampler_seed", seed)
         policy = space.suggest(trial)
         key = _params_key(trial.params)
         for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):

@@ -8,16 +8,33 @@ are stored in the study (:meth:`SearchOptions.shared`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from precsearch.errors import UserInputError
 from precsearch.records import Budget
 
-__all__ = ["DEFAULT_EXPORTERS", "SAMPLERS", "SearchOptions"]
+__all__ = ["DEFAULT_EXPORTERS", "SAMPLERS", "SearchOptions", "check_study_name"]
 
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
 DEFAULT_EXPORTERS = ("policy_json", "saved_model", "trials_csv")
+STUDY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
+def check_study_name(name: str) -> str:
+    """``name`` if it is one safe folder name; a study's files go to ``<out>/<name>/``.
+
+    Raises:
+        UserInputError: A path (``../x``, ``a/b``), an empty or hidden name, or other
+            characters than letters, digits, ``_``, ``.`` and ``-``.
+    """
+    if not isinstance(name, str) or not STUDY_NAME.fullmatch(name):
+        raise UserInputError(
+            f"study name {name!r}: expected one folder name of letters, digits, _ . - "
+            "(at most 100, not starting with . or -), not a path"
+        )
+    return name
 
 
 @dataclass
@@ -68,6 +85,8 @@ class SearchOptions:
             raise UserInputError(f"--trials {filled.trials}: expected 0 or more")
         if filled.steps is not None and filled.steps < 1:
             raise UserInputError(f"--steps {filled.steps}: expected a positive integer")
+        if filled.study_name is not None:
+            check_study_name(filled.study_name)
         return filled
 
     def shared(self) -> dict[str, Any]:

@@ -17,12 +17,26 @@ import math
 import os
 from typing import Any
 
-from precsearch.errors import UserInputError, one_line
+from precsearch.errors import UserInputError, is_resource_problem, missing_module, one_line
 from precsearch.layers import model_layers
 from precsearch.policy import Policy
 from precsearch.records import ModelInfo, ModelSpec
 
-__all__ = ["Problem"]
+__all__ = ["Problem", "import_tensorflow"]
+
+
+def import_tensorflow() -> Any:
+    """TensorFlow, imported quietly; where it is not installed, one line saying how.
+
+    Raises:
+        UserInputError: TensorFlow is not installed (``pip install 'precsearch[cpu]'``).
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ModuleNotFoundError as exc:
+        raise missing_module(exc, "training a model") from None
+    return tf
 
 
 class Problem:
@@ -44,12 +58,10 @@ class Problem:
     """
 
     def __init__(self, spec: ModelSpec, batch_size: int | None = None) -> None:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        self.tf = import_tensorflow()
         import keras
-        import tensorflow as tf
 
         self.keras = keras
-        self.tf = tf
         self.spec = spec
         self.batch_size = batch_size or int(spec.config.get("batch_size", 32))
         keras.utils.set_random_seed(0)
@@ -66,6 +78,18 @@ class Problem:
     def _where(self, function: str) -> str:
         return f"{self.spec.source}: {function}()"
 
+    def _call(self, function: str) -> Any:
+        """Call one of the model file's functions; what it raises is the user's error,
+        except running out of memory, which is the machine's (it fails a trial)."""
+        try:
+            return getattr(self.spec, function)()
+        except ModuleNotFoundError as exc:
+            raise missing_module(exc, self._where(function)) from None
+        except Exception as exc:
+            if is_resource_problem(exc):
+                raise
+            raise UserInputError(f"{self._where(function)} raised {one_line(exc)}") from None
+
     def build(self) -> Any:
         """A new model from ``build_model()`` (its layer ids always those of ``info``)."""
         keras = self.keras
@@ -74,10 +98,7 @@ class Problem:
         from keras.src.utils.naming import reset_uids
 
         reset_uids()
-        try:
-            model = self.spec.build_model()
-        except Exception as exc:
-            raise UserInputError(f"{self._where('build_model')} raised {one_line(exc)}") from None
+        model = self._call("build_model")
         if not isinstance(model, keras.Model):
             raise UserInputError(
                 f"{self._where('build_model')} returned {type(model).__name__}, "
@@ -99,12 +120,7 @@ class Problem:
         """Fresh ``model.compile`` arguments (a new optimizer object on each call)."""
         keras = self.keras
         if self.spec.compile_kwargs is not None:
-            try:
-                kwargs = dict(self.spec.compile_kwargs())
-            except Exception as exc:
-                raise UserInputError(
-                    f"{self._where('compile_kwargs')} raised {one_line(exc)}"
-                ) from None
+            kwargs = dict(self._call("compile_kwargs"))
             optimizer = kwargs.get("optimizer", "rmsprop")
             if isinstance(optimizer, keras.optimizers.Optimizer):
                 optimizer = type(optimizer).from_config(optimizer.get_config())
@@ -125,10 +141,7 @@ class Problem:
 
     def _examples(self, function: str) -> tuple[Any, int]:
         tf = self.tf
-        try:
-            data = getattr(self.spec, function)()
-        except Exception as exc:
-            raise UserInputError(f"{self._where(function)} raised {one_line(exc)}") from None
+        data = self._call(function)
         expected = "expected (x, y) arrays or an unbatched tf.data.Dataset"
         if isinstance(data, tf.data.Dataset):
             dataset = data

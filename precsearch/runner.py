@@ -24,9 +24,9 @@ from typing import Any
 from precsearch.errors import TrialFailed
 from precsearch.files import write_text_atomic
 from precsearch.instrument import step
-from precsearch.memory import PeakMemory
+from precsearch.memory import PeakMemory, release, rss_mb
 from precsearch.policy import Policy
-from precsearch.problem import Problem
+from precsearch.problem import Problem, import_tensorflow
 from precsearch.records import (
     Budget,
     Fidelity,
@@ -70,8 +70,7 @@ class Runner:
         batch_size: int | None = None,
     ) -> None:
         t0 = time.perf_counter()
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow  # noqa: F401  (timed on its own: the import split)
+        import_tensorflow()  # timed on its own: the import split
 
         self.timings: dict[str, float] = {"import": time.perf_counter() - t0}
         t0 = time.perf_counter()
@@ -124,6 +123,8 @@ class Runner:
         )
         result.timings["reference"] = spent
         result.timings["total"] += spent
+        release()  # the candidate is gone; its memory goes back before the next trial
+        result.numerics["rss_after_mb"] = rss_mb()
         return result
 
     def train(self, policy: Policy) -> tuple[Any, list[float]]:

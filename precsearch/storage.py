@@ -8,6 +8,7 @@ journal, by host and process id, when a killed run is resumed.
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 import warnings
@@ -17,6 +18,8 @@ from typing import Any
 from precsearch.errors import UserInputError
 
 __all__ = ["fail_stale_trials", "find_study", "open_storage", "open_study"]
+
+STARTING_GRACE_S = 60.0  # a trial records its host within milliseconds of starting
 
 
 def open_storage(storage: str | None, study_dir: Path) -> Any:
@@ -64,29 +67,40 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def fail_stale_trials(study: Any, journal: bool) -> list[int]:
+def fail_stale_trials(study: Any, journal: bool, grace: float = STARTING_GRACE_S) -> list[int]:
     """Mark FAIL the RUNNING trials of a run that was killed; return their numbers.
 
-    A trial records its host and pid when it starts: one from this host whose process
-    is gone is stale. With the (single-machine) journal, a RUNNING trial that died before
-    recording them is stale too; RDB storages leave the rest to Optuna's heartbeats.
+    A trial records its host and pid as soon as it starts: one from this host whose
+    process is gone is stale. With the (single-machine) journal, a RUNNING trial that
+    has not recorded them is stale once it is older than ``grace`` seconds (younger, it
+    may belong to a live process that is just starting it); RDB storages leave the rest
+    to Optuna's heartbeats. A trial that finishes meanwhile is left alone.
     """
     from optuna.trial import TrialState
 
     host = socket.gethostname()
+    now = datetime.datetime.now()
     failed = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner, pid = trial.user_attrs.get("host"), trial.user_attrs.get("pid")
-        if owner is None and not journal:
+        if owner is None:
+            started = trial.datetime_start
+            if not journal or started is None or (now - started).total_seconds() < grace:
+                continue
+        elif owner != host or pid is None or _pid_alive(pid):
             continue
-        if owner is not None and (owner != host or pid is None or _pid_alive(pid)):
-            continue
-        study._storage.set_trial_user_attr(trial._trial_id, "status", "failed")
-        study._storage.set_trial_user_attr(
-            trial._trial_id, "reason", "interrupted: its run was killed"
-        )
-        study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-        failed.append(trial.number)
+        storage = study._storage
+        try:
+            storage.set_trial_user_attr(trial._trial_id, "status", "failed")
+            storage.set_trial_user_attr(
+                trial._trial_id, "reason", "interrupted: its run was killed"
+            )
+            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        except RuntimeError:
+            continue  # it finished meanwhile: Optuna refuses to change a finished trial
+        # The journal drops, rather than refuses, a change to a trial finished meanwhile.
+        if storage.get_trial(trial._trial_id).state == TrialState.FAIL:
+            failed.append(trial.number)
     return failed
 
 

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.confirm import confirm
-from precsearch.errors import TrialFailed, UserInputError
+from precsearch.errors import TrialFailed, UserInputError, one_line
 from precsearch.export import best_policy_with_manifest, write_trials_csv
-from precsearch.optimize import Progress, make_objective, make_sampler
-from precsearch.options import DEFAULT_EXPORTERS, SearchOptions
+from precsearch.optimize import Progress, make_objective, make_sampler, worker_seed
+from precsearch.options import DEFAULT_EXPORTERS, SearchOptions, check_study_name
 from precsearch.plugins import create, get
 from precsearch.records import Fidelity, ModelInfo, ModelSpec, SpaceOptions, TrialResult, Winner
 from precsearch.space import SearchSpace
@@ -37,13 +37,15 @@ __all__ = ["StudyRun", "default_study_name", "export_winner", "run_study", "work
 
 
 def default_study_name(model_file: Path) -> str:
-    """``studies/wide_mlp/model.py`` → ``wide_mlp``; ``my_net.py`` → ``my_net``."""
-    return model_file.parent.name if model_file.stem == "model" else model_file.stem
+    """``studies/wide_mlp/model.py`` → ``wide_mlp``; ``my net.py`` → ``my_net``."""
+    name = model_file.parent.name if model_file.stem == "model" else model_file.stem
+    return check_study_name(re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".-")[:100] or "study")
 
 
 @dataclass
 class StudyRun:
-    """What one ``run_study`` call did."""
+    """What one ``run_study`` call did; ``failure`` says what went wrong after the trials
+    (confirmation or export), which leaves the study and its trials intact."""
 
     study: Any
     space: SearchSpace
@@ -53,6 +55,7 @@ class StudyRun:
     seconds: float
     notes: list[str]
     verdict: str = ""
+    failure: str = ""
 
 
 def export_winner(
@@ -187,10 +190,8 @@ def run_study(
             stacklevel=2,
         )
         options.in_process = True
-    name = options.study_name or (
-        default_study_name(model_path)
-        if model_path
-        else re.sub(r"[^\w.-]", "_", spec.source.strip("<>").split()[-1].split(".")[-1])
+    name = options.study_name or default_study_name(
+        model_path or Path(spec.source.strip("<>").split()[-1].split(".")[-1])
     )
     study_dir = Path(options.out) / name
     budget = options.budget()
@@ -203,7 +204,7 @@ def run_study(
     own_executor = executor is None
     if executor is None:
         executor = _executor(spec, model_path, study_dir / "work", options)
-    verdict = ""
+    verdict = failure = ""
     try:
         executor.start()
         info = executor.model_info
@@ -233,7 +234,7 @@ def run_study(
         }
 
         study.optimize(
-            make_objective(space, executor, budget, objectives),
+            make_objective(space, executor, budget, objectives, options.seed),
             n_trials=options.trials,
             timeout=options.timeout,
             catch=(TrialFailed,),
@@ -251,13 +252,15 @@ def run_study(
                     return executor.export(policy, names, study_dir)["paths"]
 
                 paths.update(export_winner(study, study_dir, exporters, model_exports))
-            except TrialFailed as exc:
-                first = str(exc).splitlines()[0][:300]
-                notes.append(f"confirmation or export failed ({first}); the trials stand")
+            except (TrialFailed, OSError) as exc:
+                failure = f"confirmation or export failed ({one_line(exc)})"
     finally:
         if own_executor:
             executor.close()
-    paths["trials.csv"] = write_trials_csv(study, study_dir / "trials.csv")
+    try:
+        paths["trials.csv"] = write_trials_csv(study, study_dir / "trials.csv")
+    except OSError as exc:
+        failure = failure or f"writing trials.csv failed ({one_line(exc)})"
     results = [
         TrialResult.from_dict(t.user_attrs["result"])
         for t in study.get_trials(deepcopy=False)
@@ -274,6 +277,7 @@ def run_study(
         seconds=time.perf_counter() - t_start,
         notes=notes,
         verdict=verdict,
+        failure=failure,
     )
 
 
@@ -289,7 +293,8 @@ def worker_options(
 
     Everything that defines the study comes from the study itself; this worker runs
     trials only (the confirmation is left to a ``run``, say ``run --trials 0``), and
-    its sampler seed is its process id, so that workers do not propose the same trials.
+    its sampler seed is drawn from host, process and time (:func:`worker_seed`), so
+    that workers do not propose the same trials.
 
     Raises:
         UserInputError: No such study, one made before workers existed, or no model file.
@@ -313,7 +318,7 @@ def worker_options(
         study_name=study.study_name,
         storage=storage,
         out=out,
-        seed=os.getpid(),
+        seed=worker_seed(),
         confirm_top=0,
     )
     return path, options

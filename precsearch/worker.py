@@ -59,6 +59,9 @@ class Worker:
         trial_timeout: Wall-clock seconds a trial may take before its worker is killed.
         env: Extra environment variables for the worker.
         loader: The loader plugin (``NAME`` or ``NAME=ARG``) that reads ``model_file``.
+        max_growth: Restart the worker after a trial once its resident memory has grown
+            by more than this share since its first trial (TensorFlow keeps a little of
+            every traced step; see :mod:`precsearch.memory`).
     """
 
     def __init__(
@@ -71,8 +74,11 @@ class Worker:
         trial_timeout: float = 1800.0,
         env: dict[str, str] | None = None,
         loader: str = "model_file",
+        max_growth: float = 0.5,
     ) -> None:
         self.loader = loader
+        self.max_growth = max_growth
+        self._first_rss: float | None = None
         self.model_file = str(Path(model_file).resolve())
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -133,6 +139,7 @@ class Worker:
         self._replies = os.fdopen(read_fd, "rb")
         self.started += 1
         self.trials_in_process = 0
+        self._first_rss = None
         self._send(
             {
                 "cmd": "init",
@@ -243,7 +250,19 @@ class Worker:
         result.numerics["worker_pid"] = self.proc.pid if self.proc else None
         result.numerics["worker_trial"] = self.trials_in_process
         self.trials_in_process += 1
+        self._recycle_if_grown(result)
         return result
+
+    def _recycle_if_grown(self, result: TrialResult) -> None:
+        rss = result.numerics.get("rss_after_mb")
+        if not rss:
+            return
+        if self._first_rss is None:
+            self._first_rss = rss
+        elif rss > self._first_rss * (1 + self.max_growth):
+            # The next trial starts a fresh worker (FP32 references are cached on disk).
+            result.numerics["worker_recycled"] = f"{self._first_rss:.0f} -> {rss:.0f} MiB"
+            self.close()
 
     def confirm(
         self,

@@ -105,3 +105,24 @@ def test_worker_exits_when_its_parent_is_killed(tmp_path):
         assert not alive(worker_pid)
     finally:
         parent.kill()
+
+
+@pytest.mark.slow
+def test_worker_memory_stays_bounded_over_many_trials(tmp_path):
+    """TensorFlow keeps a few MiB of every traced training step: the worker gives back
+    what it can after each trial and is restarted once it grew past the bound."""
+    policies = [Policy(), Policy(default="mixed_bfloat16")]
+    with Worker(MODELS / "mlp.py", tmp_path / "work", budget=BUDGET, max_growth=0.01) as w:
+        results = [w.run_trial(policies[i % 2]) for i in range(8)]
+    assert all(r.status == "ok" for r in results), [r.reason for r in results]
+    rss = [r.numerics["rss_after_mb"] for r in results]
+    recycled = [i for i, r in enumerate(results) if "worker_recycled" in r.numerics]
+    print(f"\nworker RSS after each trial (MiB): {[round(x) for x in rss]}; restarted after "
+          f"trials {recycled}")  # fmt: skip
+    assert recycled and w.started == len(recycled) + (recycled[-1] < 7)
+    # Each worker's figures stay within the bound (plus one trial's growth) of its first.
+    first = rss[0]
+    for i, value in enumerate(rss):
+        if i and i - 1 in recycled:
+            first = value
+        assert value < first * 1.01 + 10, (i, rss)
