@@ -66,16 +66,11 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+def run_options(args: argparse.Namespace) -> Any:
+    """The :class:`~precsearch.options.SearchOptions` of ``precsearch run``'s flags."""
     from precsearch.options import SearchOptions
-    from precsearch.report import pareto_table, time_summary
-    from precsearch.study import run_study
 
-    if not Path(args.model_file).is_file():
-        raise UserInputError(f"{args.model_file}: no such model file")
-    options = SearchOptions(
+    return SearchOptions(
         trials=args.trials,
         timeout=args.timeout,
         trial_timeout=args.trial_timeout,
@@ -99,6 +94,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         exporters=args.export,
         loader=args.loader,
     )
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from precsearch.report import pareto_table, time_summary
+    from precsearch.study import run_study
+
+    if not Path(args.model_file).is_file():
+        raise UserInputError(f"{args.model_file}: no such model file")
+    options = run_options(args)
     run = run_study(args.model_file, options)
     for note in run.notes:
         print(f"note: {note}")
@@ -265,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--seed", type=int, default=0, help="sampler seed")
 
     cmd.add_argument(
-        "--confirm", type=int, default=3, metavar="N", help="re-measure the top N (0: skip)"
+        "--confirm", type=_count, default=3, metavar="N", help="re-measure the top N (0: skip)"
     )
     cmd.add_argument("--rounds", type=_positive_int, default=5, help="confirmation rounds")
     cmd.add_argument(
@@ -360,18 +366,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        # One line, whatever it was: bad input exits 2, anything else 1.
+        # One line, whatever it was (and no password of a storage URL): bad input exits
+        # 2, anything else 1.
+        from precsearch.storage import redact
+
         if isinstance(exc, UserInputError):
-            print(f"precsearch: error: {exc}", file=sys.stderr)
+            print(redact(f"precsearch: error: {exc}"), file=sys.stderr)
             return 2
-        if isinstance(exc, OSError):
-            print(f"precsearch: error: {one_line(exc)}", file=sys.stderr)
-        elif isinstance(exc, PrecsearchError):
-            print(f"precsearch: error: {str(exc).splitlines()[0][:300]}", file=sys.stderr)
+        if isinstance(exc, PrecsearchError):
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "failed"
+            print(redact(f"precsearch: error: {first}"), file=sys.stderr)
+        elif isinstance(exc, OSError):
+            print(redact(f"precsearch: error: {one_line(exc)}"), file=sys.stderr)
         else:
             print(
-                f"precsearch: internal error: {one_line(exc)} (run with --debug for the "
-                "traceback, and please report it)",
+                redact(f"precsearch: error: {one_line(exc)}")
+                + " (run with --debug for the traceback; if this is not about your model, "
+                "storage or files, please report it)",
                 file=sys.stderr,
             )
         return 1

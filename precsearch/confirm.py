@@ -90,6 +90,7 @@ def decide(
     global_trial: int | None,
     rounds: int,
     block: int,
+    global_reason: str = "",
 ) -> Confirmation:
     """Choose the answer from a measurement (see the module doc).
 
@@ -99,6 +100,8 @@ def decide(
         trials: The candidates' trial numbers.
         fp32_trial, global_trial: The baseline trials' numbers.
         rounds, block: How it was measured, for the record.
+        global_reason: Why the global recipe was not measured (it did not train like
+            FP32): it is then reported as infeasible, never as a ratio.
     """
     has_global = "global" in measured.rates
     candidates = [
@@ -149,6 +152,8 @@ def decide(
             verdict += ")"
         else:
             verdict += " (no candidate other than FP32 was feasible)"
+    if global_reason:
+        verdict += f"; the global mixed recipe is {global_reason}"
     return Confirmation(
         rounds=rounds,
         block=block,
@@ -156,6 +161,7 @@ def decide(
         fp32_trial=fp32_trial,
         global_trial=global_trial,
         global_vs_fp32=global_vs_fp32,
+        global_reason=global_reason,
         null_vs_fp32=null,
         bar=bar,
         fp32_samples_per_s=median(measured.rates["fp32"]),
@@ -187,7 +193,11 @@ def confirm(
         raise TrialFailed("no FP32 baseline", "the FP32 baseline trial did not complete")
     fp32_policy = stored_policy(fp32_trial)
     global_trial = next((t for label, t in by_label.items() if label.startswith("global_")), None)
-    global_policy = stored_policy(global_trial) if global_trial else None
+    global_policy, global_reason = None, ""
+    if global_trial is not None and is_feasible(global_trial):
+        global_policy = stored_policy(global_trial)
+    elif global_trial is not None:
+        global_reason = f"infeasible ({global_trial.user_attrs.get('reason') or 'constraint'})"
 
     front = [
         t
@@ -195,7 +205,7 @@ def confirm(
         if "duplicate_of" not in t.user_attrs and stored_policy(t) != fp32_policy
     ]
     chosen = sorted(front, key=lambda t: -t.values[0])[:top]
-    if global_trial is not None and is_feasible(global_trial) and global_trial not in chosen:
+    if global_policy is not None and global_trial not in chosen:
         chosen.append(global_trial)
     measured = executor.confirm(
         [stored_policy(t) for t in chosen], global_policy, rounds=rounds, block=block
@@ -207,6 +217,7 @@ def confirm(
         global_trial.number if global_trial else None,
         rounds,
         block,
+        global_reason,
     )
     study.set_user_attr("confirmation", record.to_dict())
     return record

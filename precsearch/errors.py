@@ -11,7 +11,9 @@ from pathlib import Path
 
 __all__ = [
     "PrecsearchError",
+    "StorageError",
     "TrialFailed",
+    "causes",
     "UserInputError",
     "is_resource_problem",
     "missing_module",
@@ -39,6 +41,10 @@ class UserInputError(PrecsearchError, ValueError):
     The message is one line saying what was received and what was expected; the CLI
     prints it and exits with status 2.
     """
+
+
+class StorageError(PrecsearchError):
+    """The study's storage failed mid-study; the trials it completed stay stored."""
 
 
 class TrialFailed(PrecsearchError):
@@ -89,7 +95,20 @@ def missing_module(exc: ModuleNotFoundError, what: str) -> UserInputError:
     return UserInputError(f"{what} needs the module {top!r}, which is not installed here: {hint}")
 
 
+def causes(exc: BaseException) -> list[BaseException]:
+    """An exception and the ones behind it (Keras and Optuna re-raise others' errors as
+    their own, so the type that matters may be one or two links down)."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain and len(chain) < 20:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
 def is_resource_problem(exc: BaseException) -> bool:
     """Whether an exception means the machine ran out of something (memory), which is
     no fault of the user's input and must not be reported as one."""
-    return isinstance(exc, MemoryError) or type(exc).__name__ == "ResourceExhaustedError"
+    return any(
+        isinstance(e, MemoryError) or type(e).__name__ == "ResourceExhaustedError"
+        for e in causes(exc)
+    )

@@ -125,6 +125,8 @@ def best_policy_with_manifest(study: Any) -> Policy:
             "rounds": record.rounds,
             "block_steps": record.block,
             "fp32_copy_vs_fp32": record.null_vs_fp32,
+            "global_recipe_vs_fp32": record.global_vs_fp32,
+            "global_recipe_infeasible": record.global_reason or None,
         },
         "feasible": is_feasible(trial),
         "is_fp32": record.best_is_fp32,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from precsearch.errors import UserInputError
-from precsearch.records import Budget
+from precsearch.records import Budget, parse_dtypes
 
 __all__ = ["DEFAULT_EXPORTERS", "SAMPLERS", "SearchOptions", "check_study_name"]
 
@@ -87,6 +87,9 @@ class SearchOptions:
             raise UserInputError(f"--steps {filled.steps}: expected a positive integer")
         if filled.study_name is not None:
             check_study_name(filled.study_name)
+        if filled.dtypes is not None:
+            parse_dtypes(filled.dtypes)  # a typo fails now, not after the model is built
+        filled.budget()  # so does a budget that cannot time one block
         return filled
 
     def shared(self) -> dict[str, Any]:

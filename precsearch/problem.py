@@ -35,7 +35,7 @@ def import_tensorflow() -> Any:
     try:
         import tensorflow as tf
     except ModuleNotFoundError as exc:
-        raise missing_module(exc, "training a model") from None
+        raise missing_module(exc, "precsearch (to build and train models)") from None
     return tf
 
 

@@ -74,6 +74,12 @@ class SearchSpace:
                         f"{param!r}"
                     )
                 owner[param] = dim.name
+        if all(len(values) < 2 for values in self.choices().values()):
+            raise UserInputError(
+                f"nothing to search: dtypes {','.join(self.dtypes)} and dimensions "
+                f"{', '.join(d.name for d in self.dimensions)} leave one policy only; offer "
+                "a low-precision dtype (--dtypes float32,bfloat16) or more dimensions"
+            )
 
     @property
     def dtypes(self) -> list[str]:

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import socket
 import warnings
 from pathlib import Path
 from typing import Any
 
-from precsearch.errors import UserInputError
+from precsearch.errors import UserInputError, causes, missing_module, one_line
 
-__all__ = ["fail_stale_trials", "find_study", "open_storage", "open_study"]
+__all__ = [
+    "fail_stale_trials",
+    "find_study",
+    "open_storage",
+    "open_study",
+    "redact",
+    "storage_failure",
+]
 
+PASSWORD = re.compile(r"(://[^/:@\s]*:)[^/\s]*@")
 STARTING_GRACE_S = 60.0  # a trial records its host within milliseconds of starting
 
 
@@ -31,14 +40,32 @@ def open_storage(storage: str | None, study_dir: Path) -> Any:
         path = Path(storage) if storage else study_dir / "study.journal"
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
+    from sqlalchemy.exc import SQLAlchemyError
+
     try:
         with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.storages.RDBStorage(storage, heartbeat_interval=60, grace_period=300)
-    except Exception as exc:
+    except ModuleNotFoundError as exc:
+        raise missing_module(exc, f"--storage {redact(storage)}") from None
+    except (SQLAlchemyError, optuna.exceptions.OptunaError, ValueError, OSError) as exc:
         raise UserInputError(
-            f"--storage {storage!r}: cannot open ({type(exc).__name__}: {exc})"
+            f"--storage {redact(storage)}: cannot open ({redact(one_line(exc))})"
         ) from None
+
+
+def storage_failure(exc: BaseException) -> BaseException | None:
+    """The storage's own error behind ``exc``, if a storage failure caused it: a
+    database error, or an OS error of the journal file."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return next((e for e in causes(exc) if isinstance(e, (SQLAlchemyError, OSError))), None)
+
+
+def redact(text: str) -> str:
+    """``text`` with the password of any URL in it replaced by ``***``: storage URLs
+    carry passwords, and none may reach a log, a report or a file."""
+    return PASSWORD.sub(r"\1***@", str(text))
 
 
 def open_study(

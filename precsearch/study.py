@@ -24,14 +24,21 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.confirm import confirm
-from precsearch.errors import TrialFailed, UserInputError, one_line
+from precsearch.errors import StorageError, TrialFailed, UserInputError, one_line
 from precsearch.export import best_policy_with_manifest, write_trials_csv
 from precsearch.optimize import Progress, make_objective, make_sampler, worker_seed
 from precsearch.options import DEFAULT_EXPORTERS, SearchOptions, check_study_name
 from precsearch.plugins import create, get
 from precsearch.records import Fidelity, ModelInfo, ModelSpec, SpaceOptions, TrialResult, Winner
 from precsearch.space import SearchSpace
-from precsearch.storage import fail_stale_trials, find_study, open_storage, open_study
+from precsearch.storage import (
+    fail_stale_trials,
+    find_study,
+    open_storage,
+    open_study,
+    redact,
+    storage_failure,
+)
 
 __all__ = ["StudyRun", "default_study_name", "export_winner", "run_study", "worker_options"]
 
@@ -50,7 +57,7 @@ class StudyRun:
     study: Any
     space: SearchSpace
     study_dir: Path
-    paths: dict[str, Path]
+    paths: dict[str, Path | str]
     results: list[TrialResult]
     seconds: float
     notes: list[str]
@@ -121,6 +128,32 @@ def _open_search(
             stacklevel=3,
         )
     return study
+
+
+def _optimize(study: Any, objective: Any, options: SearchOptions, progress: Any) -> None:
+    """``study.optimize``, quiet (a progress line per trial says what Optuna would log
+    with a traceback), and with a storage failure said as one."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        study.optimize(
+            objective,
+            n_trials=options.trials,
+            timeout=options.timeout,
+            catch=(TrialFailed,),
+            callbacks=[Progress(options.trials, progress)],
+        )
+    except Exception as exc:
+        # Optuna can mask a storage error behind one of its own (an UnboundLocalError was
+        # seen when PostgreSQL went away mid-trial): look down the chain for the cause.
+        lost = storage_failure(exc)
+        if lost is None:
+            raise
+        raise StorageError(
+            f"the storage failed mid-study ({redact(one_line(lost))}); the trials it "
+            "completed are kept there: run again once it is back"
+        ) from exc
 
 
 def _executor(
@@ -198,7 +231,7 @@ def run_study(
     storage = open_storage(options.storage, study_dir)
     paths = {
         "study folder": study_dir,
-        "storage": Path(options.storage or study_dir / "study.journal"),
+        "storage": redact(options.storage) if options.storage else study_dir / "study.journal",
     }
 
     own_executor = executor is None
@@ -233,12 +266,11 @@ def run_study(
             t.number for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING
         }
 
-        study.optimize(
+        _optimize(
+            study,
             make_objective(space, executor, budget, objectives, options.seed),
-            n_trials=options.trials,
-            timeout=options.timeout,
-            catch=(TrialFailed,),
-            callbacks=[Progress(options.trials, progress)],
+            options,
+            progress,
         )
 
         if options.confirm_top > 0:

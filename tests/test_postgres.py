@@ -7,57 +7,21 @@ instead of skipping).
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
-from helpers import MODELS, run_cli
-
-
-def _bindir() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if found:
-        return Path(found[-1]).parent
-    initdb = shutil.which("initdb")
-    return Path(initdb).parent if initdb else None
+from helpers import MODELS, PostgresServer, run_cli
 
 
 @pytest.fixture(scope="module")
-def postgres_url():
+def postgres_url(tmp_path_factory):
     """A PostgreSQL server on a Unix socket in a fresh folder, and a database's URL."""
-    bindir = _bindir()
-    if bindir is None:
-        if os.environ.get("PRECSEARCH_REQUIRE_POSTGRES"):
-            pytest.fail("no PostgreSQL server binaries: install Debian's postgresql package")
-        pytest.skip("no PostgreSQL server binaries (Debian's postgresql package)")
-    # The server refuses to run as root: run it as the package's postgres user then, in
-    # a folder of its own outside pytest's private (0700) temporary tree.
-    folder = Path(tempfile.mkdtemp(prefix="precsearch-pg-"))
-    as_user: list[str] = []
-    if os.geteuid() == 0:
-        as_user = ["runuser", "-u", "postgres", "--"]
-        shutil.chown(folder, "postgres")
-    data, port = folder / "data", "54329"
-
-    def pg(tool: str, *args: str) -> None:
-        subprocess.run(
-            [*as_user, str(bindir / tool), *args], check=True, capture_output=True, timeout=120
-        )
-
-    pg("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "--no-sync")
-    options = f"-c listen_addresses='' -k {folder} -p {port} -c fsync=off"
-    pg("pg_ctl", "-D", str(data), "-o", options, "-l", str(folder / "server.log"), "-w", "start")
+    server = PostgresServer(port=54329)
     try:
-        pg("createdb", "-h", str(folder), "-p", port, "-U", "postgres", "precsearch")
-        yield f"postgresql://postgres@/precsearch?host={folder}&port={port}"
+        yield server.url
     finally:
-        pg("pg_ctl", "-D", str(data), "-m", "immediate", "stop")
-        shutil.rmtree(folder, ignore_errors=True)
+        server.close()
 
 
 @pytest.mark.slow

@@ -49,16 +49,29 @@ def test_bfloat16_mlp_is_finite_and_feasible(runner):
     result = runner.run_trial(Policy(default="mixed_bfloat16"))
     assert result.status == "ok", result.reason
     assert all(math.isfinite(v) for v in result.curve["loss"])
-    assert result.speedup > 0
+    # The speedup is the ratio of the two sides' samples/s, each from its p10 step time.
+    assert result.speedup == pytest.approx(
+        result.candidate.samples_per_s / result.fp32.samples_per_s
+    )
+    assert result.candidate.samples_per_s == pytest.approx(32 / result.candidate.p10)
+    # bfloat16 measured 0.15-1.8x FP32 on the CPUs here; outside 0.05-20x is a broken clock.
+    assert 0.05 < result.speedup < 20
 
 
 def test_dynamic_float16_records_the_loss_scale(runner):
-    policy = Policy(default="mixed_float16", loss_scale=LossScale(initial_scale=2**15))
+    # A scale far too high overflows float16 gradients: each overflowing step is skipped
+    # and the scale halves until the steps fit, all of it on record.
+    policy = Policy(default="mixed_float16", loss_scale=LossScale(initial_scale=2.0**24))
     result = runner.run_trial(policy, BUDGET)
     numerics = result.numerics
-    assert len(numerics["loss_scale"]) == len(result.curve["loss"])
-    assert numerics["min_loss_scale"] >= 1
-    assert 0 <= numerics["skipped_share"] <= 1
+    scales = numerics["loss_scale"]
+    assert len(scales) == len(result.curve["loss"]) == BUDGET.steps
+    before = [2.0**24, *scales[:-1]]
+    halvings = sum(a < b for b, a in zip(before, scales, strict=True))
+    assert numerics["skipped_steps"] == halvings >= 1
+    assert numerics["skipped_share"] == pytest.approx(halvings / BUDGET.steps)
+    assert numerics["min_loss_scale"] == min(scales) < 2.0**24
+    assert all(math.isfinite(v) for v in result.curve["loss"])
 
 
 def test_fixed_loss_scale_far_too_high_is_infeasible(runner):
@@ -98,23 +111,29 @@ def test_model_info_is_written(runner):
     assert info["layers"][0]["params"] == 16 * 64 + 64
 
 
-def test_step_timer_against_a_hand_written_loop(runner):
-    """Compare, not assert: the per-step timer should cost little beyond the step."""
+def test_step_timer_costs_little_beyond_the_step(runner):
+    """Timing each step (and reading its loss back) against one plain loop of calls."""
     model = runner.problem.model_for(Policy(), seed=0)
     iterator = iter(runner.problem.dataset(32, seed=0))
     for _ in range(5):
         _step(model, iterator)
-    rounds = []
+    ratios = []
     for _ in range(3):
+        t0 = time.perf_counter()
         timed = [_step(model, iterator)[0] for _ in range(30)]
+        wall = time.perf_counter() - t0
         t0 = time.perf_counter()
         for _ in range(30):
             logs = model.train_function(iterator)
         float(logs["loss"])
         loop = (time.perf_counter() - t0) / 30
-        rounds.append((sorted(timed)[len(timed) // 2], loop))
-    for median, loop in rounds:
-        print(f"\nstep timer median {median * 1e3:.3f} ms vs plain loop {loop * 1e3:.3f} ms/step")
+        # What the timer leaves out (metric reset, Python between steps; ~0.7 ms seen
+        # here) stays outside the timed step, and small.
+        assert 0 < (wall - sum(timed)) / 30 < 0.005, (sum(timed), wall)
+        ratios.append(sorted(timed)[len(timed) // 2] / loop)
+    print(f"\nstep timer median / plain loop per step, 3 rounds: {[round(r, 2) for r in ratios]}")
+    # Seen 1.0-1.4 here: the per-step read-back of the loss, not a different step.
+    assert min(ratios) < 2.0
 
 
 @pytest.mark.slow

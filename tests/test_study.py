@@ -1,11 +1,5 @@
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-
 import pandas as pd
 import pytest
 from helpers import MODELS, run_cli
@@ -71,75 +65,6 @@ def test_a_nan_policy_is_an_infeasible_trial_and_the_study_completes(tmp_path):
     assert bf16.user_attrs["status"] == "infeasible" and "non-finite" in bf16.user_attrs["reason"]
     assert bf16.constraints["fidelity"] > 0
     assert by_label["fp32"].constraints["fidelity"] <= 0
-
-
-def trial_states(folder, name: str) -> list[str]:
-    """The states of a study's trials, in order ([] while it does not exist yet); a
-    running trial counts as RUNNING once it has recorded its process."""
-    import optuna
-
-    if not (folder / "study.journal").exists():
-        return []
-    try:
-        study = optuna.load_study(study_name=name, storage=open_storage(None, folder))
-    except KeyError:
-        return []
-    return [
-        "STARTING" if t.state.name == "RUNNING" and "pid" not in t.user_attrs else t.state.name
-        for t in study.trials
-    ]
-
-
-def wait_for(condition, timeout: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.2)
-
-
-@pytest.mark.slow
-def test_a_killed_study_resumes_with_its_completed_trials(tmp_path):
-    args = [
-        "run",
-        str(MODELS / "mlp.py"),
-        "--study-name",
-        "killed",
-        "--out",
-        str(tmp_path),
-        "--steps",
-        "300",
-        "--dtypes",
-        "float32,bfloat16",
-        "--in-process",
-        "--trials",
-        "20",
-    ]
-    # Kill it once a trial is recorded and the next one is running; what TensorFlow or
-    # absl print on stderr is no signal of that (a fresh machine printed other lines).
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "precsearch", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(
-            lambda: trial_states(tmp_path / "killed", "killed")[-2:] == ["COMPLETE", "RUNNING"]
-        )
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        proc.kill()
-    study = open_study("killed", open_storage(None, tmp_path / "killed"))
-    states = [t.state.name for t in study.trials]
-    assert states.count("COMPLETE") >= 1 and "RUNNING" in states
-    resumed = run_cli(*args[:-1], "1", "--steps", "300")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "marked trials" in resumed.stdout
-    study = open_study("killed", open_storage(None, tmp_path / "killed"))
-    states = [t.state.name for t in study.trials]
-    assert "RUNNING" not in states and states.count("FAIL") == 1
-    failed = next(t for t in study.trials if t.state.name == "FAIL")
-    assert "killed" in failed.user_attrs["reason"]
 
 
 def test_group_by_type_on_mobilenet_v2_is_one_parameter_per_class():

@@ -45,7 +45,10 @@ class Confirmation:
         candidates: ``{trial, samples_per_s, speedup_vs_fp32, speedup_vs_global_mixed}``
             per re-measured trial.
         fp32_trial, global_trial: The baseline trials' numbers.
-        global_vs_fp32: The global recipe against FP32 (``None`` without one).
+        global_vs_fp32: The global recipe against FP32 (``None`` without one, or when it
+            did not train like FP32).
+        global_reason: Why the global recipe was not measured, e.g. ``"infeasible
+            (non-finite loss at step 4)"``.
         null_vs_fp32: A second FP32 copy against FP32: the instrument's own error.
         bar: The median a candidate had to beat (1 or the copy's max, whichever is more).
         fp32_samples_per_s: FP32's median samples/s over the rounds.
@@ -68,6 +71,7 @@ class Confirmation:
     verdict: str
     global_trial: int | None = None
     global_vs_fp32: dict[str, float] | None = None
+    global_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""

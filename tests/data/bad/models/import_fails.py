@@ -1,0 +1,1 @@
+raise ValueError("this model file fails as it is imported")

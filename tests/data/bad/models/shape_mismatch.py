@@ -1,0 +1,12 @@
+import keras
+import numpy as np
+
+
+def build_model():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def train_data():
+    return np.zeros((64, 5), "f"), np.zeros((64, 1), "f")
