@@ -1,8 +1,8 @@
 """Side-by-side benchmarks of precsearch on this machine: run by hand, never in CI.
 
-    python benchmarks/run.py all            # everything, in order (about 45 minutes on 2 cores)
+    python benchmarks/run.py all            # all but scaling, in order (~2 hours on 2 cores)
     python benchmarks/run.py quality        # or one: quality, repeatability, efficiency,
-                                            #         scaling, overhead
+                                            #         overhead, scaling, readme
 
 Writes ``benchmarks/results/<name>.md`` (and ``.csv``) with the machine and the date.
 Nothing else may run on the machine meanwhile: on 2 cores a second job skews every
@@ -27,9 +27,9 @@ from typing import Any
 import pandas as pd
 
 import precsearch
-from precsearch.confirm import decide
+from precsearch.confirm import choose, ratio
 from precsearch.hardware import describe
-from precsearch.records import Budget, TrialResult
+from precsearch.records import Budget, Measurement, TrialResult
 from precsearch.report import summarize_policy
 from precsearch.space import SearchSpace, SpaceOptions
 from precsearch.worker import Worker
@@ -92,59 +92,72 @@ def quality() -> None:
             **budget,
         )
         seconds = time.perf_counter() - t0
-        record = result.confirmation.to_dict()
+        record = result.confirmation
         policy = result.best_policy
         frame = result.trials
-        manifest = policy.manifest if policy else {}
-        confirmed = manifest.get("confirmed", {})
+        new = frame[frame["duplicate_of"].isna()]
+        manifest = policy.manifest
+        confirmed = manifest["confirmed"]
+        peers = record.peers
         rows.append(
             {
                 "example": name,
                 "budget": ", ".join(f"{k}={v}" for k, v in budget.items()),
-                "trials": len(frame),
-                "statuses": ", ".join(
-                    f"{k} {v}" for k, v in frame["status"].value_counts().items()
-                ),
-                "best_trial": record.get("best_trial"),
-                "best_is_fp32": record.get("best_is_fp32"),
-                "best_policy": summarize_policy(policy.to_dict()) if policy else "-",
-                "batch_size": policy.batch_size if policy else None,
-                "jit": policy.jit_compile if policy else None,
-                "vs_fp32": fmt(confirmed.get("speedup_vs_fp32")),
+                "trials": len(new),
+                "statuses": ", ".join(f"{k} {v}" for k, v in new["status"].value_counts().items()),
+                "best_trial": record.best_trial,
+                "best_is_fp32": record.best_is_fp32,
+                "best_policy": summarize_policy(policy.to_dict()),
+                "batch_size": policy.batch_size,
+                "jit": policy.jit_compile,
+                "own_batch_size": manifest["baseline"]["batch_size"],
+                "own_jit": manifest["baseline"]["jit_compile"],
+                "vs_fp32": fmt(confirmed["speedup_vs_fp32"]),
+                "from_precision": fmt(confirmed.get("from_precision")),
+                "from_batch_and_xla": fmt(confirmed.get("from_batch_size_and_xla")),
+                "time_to_quality": confirmed.get("time_to_quality"),
                 "vs_global": fmt(confirmed.get("speedup_vs_global_mixed")),
-                "global_vs_fp32": fmt(record.get("global_vs_fp32")),
-                "fp32_copy_vs_fp32": fmt(record.get("null_vs_fp32")),
+                "global_peer": peer_text(peers.get("global")),
+                "rewrite_peer": peer_text(peers.get("graph_rewrite")),
+                "fp32_copy_vs_fp32": fmt(record.null_vs_fp32),
+                "selection_bar": record.bar,
                 "fidelity_gap": confirmed.get("fidelity_gap"),
-                "feasible": manifest.get("feasible"),
-                "verdict": record.get("verdict", ""),
+                "precision_gap": confirmed.get("precision_gap"),
+                "verdict": record.verdict,
                 "wall_s": round(seconds),
             }
         )
         pd.DataFrame(rows).to_csv(RESULTS / "policy_quality.csv", index=False)
-    lines = [header("Policy quality: the found policy vs FP32 and vs the global recipe")]
+    lines = [header("Policy quality: the found policy against your own FP32 training")]
     lines.append(
         "Each example: a search with the stated budget (default steps from its "
-        "`precsearch_config` unless given), then the confirmation: the top 3 feasible "
-        "candidates re-measured in one worker for 5 rounds (blocks of at least 10 steps and "
-        "0.25 s, a fresh order each round), interleaved with FP32, a second copy of FP32 and "
-        "the global recipe (one global mixed policy, float32 output). Speedups are samples/s "
-        "ratios within a round: median (min-max) over the 5 rounds. 'FP32 copy' is the "
-        "instrument's own error: FP32 timed against itself. dtypes: this "
-        "CPU has no AVX512-BF16/AMX, so float32 and bfloat16 are searched (precsearch's note "
-        "says so); overflow_trap searches float32 and float16 as its config asks.\n"
+        "`precsearch_config` unless given; every trial trains the same number of examples, "
+        "judged against 3 FP32 runs of the user's own training at equal samples), then the "
+        "confirmation: the top 3 feasible candidates re-measured for 5 rounds (blocks of at "
+        "least 10 calls and 0.25 s, a fresh order each round) interleaved with FP32 and a "
+        "second copy of FP32, the answer chosen there, and its figures from 5 *fresh* rounds "
+        "with FP32 at the answer's batch size and XLA setting (the split: precision x batch "
+        "size/XLA) and the peers: the global recipe (one global mixed policy, float32 "
+        "output) and TensorFlow's own graph rewrite (`auto_mixed_precision_onednn_bfloat16`). "
+        "A peer that did not train like FP32 is 'infeasible (reason)'. Ratios are samples/s "
+        "within a round: median (min-max). 'FP32 copy' is the instrument's own error; when "
+        "FP32 is the answer its figure is that copy's. 'To FP32 loss' is the wall time to "
+        "the FP32 training's final smoothed loss, FP32's over the answer's.\n"
     )
     lines.append(
-        "| example | budget | best policy | batch | XLA | vs FP32 | vs global recipe | "
-        "global recipe vs FP32 | FP32 copy | gap | wall |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|"
+        "| example | budget | answer | batch | XLA | vs FP32 | = precision | x batch/XLA | "
+        "to FP32 loss | global recipe | TF graph rewrite | FP32 copy | gap | wall |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     for r in rows:
         gap = f"{r['fidelity_gap']:.2f}" if r["fidelity_gap"] is not None else "-"
         best = "FP32" if r["best_is_fp32"] else r["best_policy"]
+        ttq = f"{r['time_to_quality']:.2f}x" if r["time_to_quality"] else "-"
         lines.append(
             f"| {r['example']} | {r['budget']} | {best} | {r['batch_size']} | "
-            f"{'on' if r['jit'] else 'off'} | {r['vs_fp32']} | {r['vs_global']} | "
-            f"{r['global_vs_fp32']} | {r['fp32_copy_vs_fp32']} | {gap} | {r['wall_s']} s |"
+            f"{'on' if r['jit'] else 'off'} | {r['vs_fp32']} | {r['from_precision']} | "
+            f"{r['from_batch_and_xla']} | {ttq} | {r['global_peer']} | {r['rewrite_peer']} | "
+            f"{r['fp32_copy_vs_fp32']} | {gap} | {r['wall_s']} s |"
         )
     lines.append("\n## Verdicts, including every loss\n")
     for r in rows:
@@ -152,36 +165,43 @@ def quality() -> None:
             f"- **{r['example']}** ({r['trials']} trials: {r['statuses']}): {r['verdict']}."
         )
     (RESULTS / "policy_quality.md").write_text("\n".join(lines) + "\n")
+    write_machine()
 
 
-def confirmed(
-    worker: Worker, candidates: list[Any], global_policy: Any, rounds: int, block: int
-) -> dict[str, Any]:
-    """A confirmation's figures (``candidates`` in order, ``null_vs_fp32``) as a dict."""
-    measured = worker.confirm(candidates, global_policy, rounds=rounds, block=block)
-    return decide(measured, list(range(len(candidates))), -1, None, rounds, block).to_dict()
+def peer_text(peer: dict[str, Any] | None) -> str:
+    """A peer's ratio to FP32, or why there is none."""
+    if not peer:
+        return "-"
+    if peer.get("vs_fp32"):
+        return fmt(peer["vs_fp32"])
+    return f"{peer['status']} ({peer['reason']})" if peer.get("reason") else peer["status"]
+
+
+def selection(worker: Worker, policies: list[Any], rounds: int, block: int) -> Measurement:
+    """One selection measurement: FP32, its copy and the policies as ``c0``, ``c1``..."""
+    base = precsearch.Policy(batch_size=worker.model_info.batch_size,
+                             jit_compile=worker.model_info.jit_compile)  # fmt: skip
+    configs = [("fp32", base), ("null", base), *[(f"c{i}", p) for i, p in enumerate(policies)]]
+    return worker.confirm(configs, rounds, block)
 
 
 REPEATABILITY = ("wide_mlp", "digits_cnn", "mobilenet_v2")
 
 
-def _candidates(name: str) -> tuple[list[Any], Any, list[int], Any]:
+def _candidates(name: str) -> tuple[list[Any], list[int], Any]:
     result = precsearch.load_study(WORK / "quality" / name)
-    record = result.confirmation
     study = result.study
-    numbers = [c["trial"] for c in record.candidates]
-
-    def policy(number: int) -> Any:
-        return precsearch.Policy.from_dict(study.trials[number].user_attrs["result"]["policy"])
-
-    global_policy = policy(record.global_trial) if record.global_trial is not None else None
-    return [policy(n) for n in numbers], global_policy, numbers, study
+    numbers = [c["trial"] for c in result.confirmation.candidates]
+    policies = [
+        precsearch.Policy.from_dict(study.trials[n].user_attrs["result"]["policy"]) for n in numbers
+    ]
+    return policies, numbers, study
 
 
 def repeatability() -> None:
     rows = []
     for name in REPEATABILITY:
-        candidates, global_policy, numbers, study = _candidates(name)
+        candidates, numbers, study = _candidates(name)
         if not candidates:
             continue
         budget = Budget(**study.user_attrs["budget"])
@@ -190,10 +210,11 @@ def repeatability() -> None:
             if repeat:
                 time.sleep(30)  # a different time, as well as a different process
             with Worker(STUDIES / name / "model.py", WORK / "quality" / name / "work", budget) as w:
-                runs.append(confirmed(w, candidates, global_policy, rounds=5, block=10))
-        for i, number in enumerate(numbers):
-            a = runs[0]["candidates"][i]["speedup_vs_fp32"]
-            b = runs[1]["candidates"][i]["speedup_vs_fp32"]
+                w.start()
+                runs.append(selection(w, candidates, rounds=5, block=10))
+        for i, number in enumerate([*numbers, "FP32 copy"]):
+            label = f"c{i}" if i < len(numbers) else "null"
+            a, b = (ratio(run, label, "fp32") for run in runs)
             rows.append(
                 {
                     "example": name,
@@ -203,41 +224,22 @@ def repeatability() -> None:
                     "median_diff_pct": round(100 * abs(a["median"] - b["median"]) / a["median"], 1),
                 }
             )
-
-        a, b = runs[0]["null_vs_fp32"], runs[1]["null_vs_fp32"]
-        rows.append(
-            {
-                "example": name,
-                "trial": "FP32 copy",
-                "run1": fmt(a),
-                "run2": fmt(b),
-                "median_diff_pct": round(100 * abs(a["median"] - b["median"]) / a["median"], 1),
-            }
-        )
-
-        def winner(run: dict[str, Any], numbers: list[int] = numbers) -> int:
-            # The rule of precsearch's confirmation: above 1 and above every round of
-            # the FP32 copy.
-            bar = max(1.0, run["null_vs_fp32"]["max"])
-            medians = [c["speedup_vs_fp32"]["median"] for c in run["candidates"]]
-            best = max(range(len(medians)), key=medians.__getitem__)
-            return numbers[best] if medians[best] > bar else -1
-
+        winners = [choose(run, numbers)[0] for run in runs]
         rows.append(
             {
                 "example": name,
                 "trial": "winner",
-                "run1": winner(runs[0]),
-                "run2": winner(runs[1]),
+                "run1": -1 if winners[0] is None else winners[0],
+                "run2": -1 if winners[1] is None else winners[1],
                 "median_diff_pct": None,
             }
         )
     pd.DataFrame(rows).to_csv(RESULTS / "repeatability.csv", index=False)
     lines = [header("Repeatability of the confirmation")]
     lines.append(
-        "The confirmation of the same candidates (the ones the policy-quality study "
-        "confirmed) run twice: two separate worker processes, 30 s apart, each 5 rounds "
-        "(blocks of at least 10 steps and 0.25 s, a fresh order each round) interleaved with "
+        "The confirmation's selection of the same candidates (the ones the policy-quality "
+        "study confirmed) run twice: two separate worker processes, 30 s apart, each 5 rounds "
+        "(blocks of at least 10 calls and 0.25 s, a fresh order each round) interleaved with "
         "FP32 and a second copy of FP32 ('FP32 copy': the instrument's own error). Speedup "
         "vs FP32: median (min-max) over rounds. Winner: the trial a confirmation would "
         "choose (-1: FP32).\n"
@@ -247,6 +249,7 @@ def repeatability() -> None:
         diff = f"{r['median_diff_pct']}%" if r["median_diff_pct"] is not None else "-"
         lines.append(f"| {r['example']} | {r['trial']} | {r['run1']} | {r['run2']} | {diff} |")
     (RESULTS / "repeatability.md").write_text("\n".join(lines) + "\n")
+    write_machine()
 
 
 # Small enough to enumerate: digits_cnn with one dtype per layer (5 hidden layers), XLA on or
@@ -287,11 +290,10 @@ def efficiency() -> None:
         t0 = time.perf_counter()
         for start in range(0, len(points), cfg["chunk"]):
             chunk = points[start : start + cfg["chunk"]]
-            figures = confirmed(
-                worker, [space.policy(p) for p in chunk], None, cfg["rounds"], cfg["block"]
-            )
-            for params, entry in zip(chunk, figures["candidates"], strict=True):
-                table[tuple(params[n] for n in names)] = entry["speedup_vs_fp32"]
+            measured = selection(worker, [space.policy(p) for p in chunk], cfg["rounds"],
+                                 cfg["block"])  # fmt: skip
+            for i, params in enumerate(chunk):
+                table[tuple(params[n] for n in names)] = ratio(measured, f"c{i}", "fp32")
             print(
                 f"efficiency: {len(table)}/{len(points)} measured "
                 f"({time.perf_counter() - t0:.0f} s)",
@@ -349,7 +351,7 @@ def efficiency() -> None:
     lines = [header("Search efficiency: samplers replayed against an exhaustive table")]
     lines.append(
         f"Space: {name}, `group_by={cfg['group_by']}`, dimensions {', '.join(names)}: "
-        f"{len(points)} policies. Every point measured against FP32 (own batch size, XLA off) "
+        f"{len(points)} policies. Every point measured against FP32 (the user's training) "
         f"in chunks of {cfg['chunk']} interleaved with FP32 in one worker ({cfg['rounds']} rounds "
         f"of {cfg['block']} steps each; {measure_s:.0f} s in all); a point's figure is its median "
         "speedup over the rounds. Fidelity is not part of this replay (speed only). Share = the "
@@ -377,6 +379,7 @@ def efficiency() -> None:
         "`search_efficiency_table.csv`."
     )
     (RESULTS / "search_efficiency.md").write_text("\n".join(lines) + "\n")
+    write_machine()
 
 
 PHASES = (
@@ -394,10 +397,10 @@ PHASES = (
 
 
 # Studies whose trials are split: a fresh wide_mlp search of its own, and the MobileNetV2
-# search of the scaling step (group_by=type), so run scaling first.
+# search of the quality step, so run quality first.
 OVERHEAD = {
     "wide_mlp": ("overhead", "wide_mlp", {"trials": 8}),
-    "mobilenet_v2": ("scaling", "mobilenet_type", None),
+    "mobilenet_v2": ("quality", "mobilenet_v2", None),
 }
 
 
@@ -437,11 +440,11 @@ def overhead() -> None:
     lines = [header("Overhead: where a trial's wall time goes")]
     lines.append(
         "Summed over the trials of one search per example (duplicates excluded, no "
-        "confirmation): wide_mlp with the default space (8 trials; several batch sizes, so "
-        "several FP32 references), MobileNetV2 from the scaling step (`group_by=type`, "
-        "layer dtypes only: one batch size). Overhead = everything but the measured blocks "
-        "and the rest of the training. `reference` = FP32 reference runs (3 seeds per new "
-        "batch size) plus the FP32 timing model; worker start, import and set-up are paid "
+        "confirmation): wide_mlp with the default space (8 trials), MobileNetV2 from the "
+        "quality step (6 trials, 30 steps). Overhead = everything but the measured blocks "
+        "and the rest of the training. `reference` = the FP32 runs of the user's training "
+        "(3 seeds, once), one FP32 run per new batch size and XLA setting (the precision-only "
+        "diagnostic) and the FP32 timing model; worker start, import and set-up are paid "
         "once per worker (one per study here) and charged to its first trial.\n"
     )
     lines.append("| example | trials | total | " + " | ".join(PHASES) + " | overhead |")
@@ -453,6 +456,7 @@ def overhead() -> None:
             f"{r['overhead_share']:.0%} |"
         )
     (RESULTS / "overhead.md").write_text("\n".join(lines) + "\n")
+    write_machine()
 
 
 def scaling() -> None:
@@ -515,24 +519,40 @@ def scaling() -> None:
     (RESULTS / "scaling.md").write_text("\n".join(lines) + "\n")
 
 
+def write_machine() -> None:
+    """The machine the results come from, for the README's Results section."""
+    hw = describe()
+    machine = {**hw, "date": datetime.date.today().isoformat(), "versions": _versions()}
+    (RESULTS / "machine.json").write_text(json.dumps(machine, indent=2) + "\n")
+
+
+def readme() -> None:
+    """Write the README's Results table from the result files."""
+    from readme import update_readme
+
+    update_readme()
+
+
 STEPS = {
     "quality": quality,
     "repeatability": repeatability,
     "efficiency": efficiency,
-    "scaling": scaling,
     "overhead": overhead,
+    "scaling": scaling,
+    "readme": readme,
 }
+ALL = ("quality", "repeatability", "efficiency", "overhead", "readme")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=[*STEPS, "all"])
+    parser.add_argument("step", choices=[*STEPS, "all"], help="'all' runs all but scaling")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     RESULTS.mkdir(parents=True, exist_ok=True)
     WORK.mkdir(parents=True, exist_ok=True)
     for name, step in STEPS.items():
-        if args.step in (name, "all"):
+        if args.step == name or (args.step == "all" and name in ALL):
             t0 = time.perf_counter()
             print(f"== {name}", file=sys.stderr, flush=True)
             step()

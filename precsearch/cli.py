@@ -184,9 +184,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
     study = result.study
     states: dict[str, int] = {}
     for trial in study.trials:
-        states[trial.state.name.lower()] = states.get(trial.state.name.lower(), 0) + 1
+        # A sampler's repeat of a measured policy is stored, but it is not a trial.
+        state = "repeats" if "duplicate_of" in trial.user_attrs else trial.state.name.lower()
+        states[state] = states.get(state, 0) + 1
     counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
-    print(f"Study {study.study_name!r}: {len(study.trials)} trials ({counts})")
+    trials = len(study.trials) - states.get("repeats", 0)
+    print(f"Study {study.study_name!r}: {trials} trials ({counts})")
     print(f"Model file: {study.user_attrs.get('model_file', '?')}")
     print()
     print("Feasible Pareto front (speedup vs FP32):")

@@ -1,72 +1,74 @@
-"""The confirmation: re-measure the best candidates side by side, then choose the answer.
+"""The confirmation: choose the answer on re-measured figures, report it on fresh ones.
 
-Nothing is called best on the search's figures alone: a trial's speedup comes from a
-few blocks, and the search picks its maximum (a winner's curse). After the trials:
+Nothing is called best on the search's figures alone (a trial's speedup comes from a few
+blocks, and the search keeps its maximum: a winner's curse), nor reported on the rounds
+it was chosen on (the same curse, once more). After the trials, :func:`confirm`:
 
-1. :func:`confirm` (in the study's process) takes the top feasible Pareto trials and the
-   global recipe (one global mixed policy, float32 output);
-2. :func:`measure` (in a worker, which has TensorFlow) times all of them round by round,
-   interleaved with FP32 and with a second, identical FP32 model — what that copy scores
-   against FP32 is the instrument's own error on this model and machine;
-3. :func:`decide` turns the per-round samples/s into ratios within each round and picks
-   the fastest candidate whose median is above 1 and above every round of the FP32
-   copy; if none is, the answer is FP32, said plainly.
+1. **selects**: the top feasible Pareto trials (and the global recipe, if it trained
+   like FP32) are timed round by round in one worker (:func:`measure`), interleaved with
+   the user's FP32 training and a second, identical FP32 model, whose score against FP32
+   is the instrument's own error here. The answer is the fastest candidate whose median
+   is above 1 and above every round of that copy (:func:`choose`); else it is FP32.
+2. **judges the peers**: the global recipe by its trial; TensorFlow's graph rewrite
+   (:mod:`precsearch.peers`) by a trial of its own. A peer that did not train like FP32
+   is reported infeasible with its reason, never as a ratio.
+3. **reports**: fresh rounds of FP32, the copy, the answer, FP32 at the answer's batch
+   size and XLA setting (so that the speedup splits into what precision adds and what
+   the batch size and XLA add), and the feasible peers (:func:`report`).
 
 The record is a :class:`~precsearch.records.Confirmation`, stored in the study.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from typing import Any
 
 from precsearch.errors import TrialFailed
 from precsearch.export import stored_policy
 from precsearch.instrument import Timed, median, spread, timed_rounds
 from precsearch.objectives import is_feasible
+from precsearch.peers import GraphRewrite
 from precsearch.policy import Policy
-from precsearch.records import Confirmation, Measurement
+from precsearch.records import Budget, Confirmation, Measurement
+from precsearch.report import figures_text
 
-__all__ = ["confirm", "decide", "measure", "ratio"]
+__all__ = ["choose", "confirm", "measure", "ratio", "report"]
+
+REWRITE = "graph_rewrite"
 
 
-def measure(
-    runner: Any,
-    candidates: list[Policy],
-    global_policy: Policy | None = None,
-    rounds: int = 5,
-    block: int = 10,
-) -> Measurement:
-    """Time FP32, an FP32 copy, the global recipe and the candidates, round by round.
-
-    Every configuration is traced and warmed up first; the rounds follow
-    :func:`precsearch.instrument.timed_rounds` (a freshly shuffled order each round).
+def measure(runner: Any, configs: list[tuple[str, Policy | None]], rounds: int, block: int):
+    """Time labelled configurations round by round (in the worker, which has TensorFlow).
 
     Args:
-        runner: A :class:`~precsearch.runner.Runner` (this process has TensorFlow).
-        candidates: The policies to confirm (labels ``c0``, ``c1``...).
-        global_policy: The global recipe (label ``global``), if any.
+        runner: A :class:`~precsearch.runner.Runner`.
+        configs: ``(label, policy)``; the policy ``None`` stands for TensorFlow's graph
+            rewrite of the user's FP32 training.
         rounds: Rounds; every ratio compares two configurations within one round.
-        block: Least steps per timed block.
+        block: Least calls per timed block.
+
+    Returns:
+        The :class:`~precsearch.records.Measurement`.
     """
     problem = runner.problem
-    fp32 = Policy(batch_size=problem.batch_size)
-    labelled: list[tuple[str, Policy]] = [("fp32", fp32), ("null", fp32)]
-    if global_policy is not None:
-        labelled.append(("global", global_policy))
-    labelled += [(f"c{i}", policy) for i, policy in enumerate(candidates)]
-    configs = []
-    for label, policy in labelled:
-        policy = problem.normalise(policy)
-        configs.append(
+    rewrite = GraphRewrite(problem)
+    timed = []
+    for label, given in configs:
+        peer = given is None
+        policy = problem.normalise(rewrite.policy() if peer else given)
+        timed.append(
             Timed(
                 label=label,
-                model=problem.model_for(policy, seed=0),
+                model=(rewrite.build if peer else problem.model_for)(policy, seed=0),
                 iterator=iter(problem.dataset(policy.batch_size, seed=0)),
-                batch_size=policy.batch_size,
+                samples_per_call=policy.batch_size * problem.steps_per_execution,
+                context=rewrite.context if peer else contextlib.nullcontext,
             )
         )
-    rates = timed_rounds(configs, rounds, block, warmup=runner.budget.warmup)
-    return Measurement(rates=rates, steps={c.label: c.steps for c in configs})
+    rates = timed_rounds(timed, rounds, block, warmup=runner.budget.warmup)
+    return Measurement(rates=rates, steps={t.label: t.steps for t in timed})
 
 
 def ratio(measured: Measurement, a: str, b: str) -> dict[str, float]:
@@ -74,150 +76,199 @@ def ratio(measured: Measurement, a: str, b: str) -> dict[str, float]:
     return spread([x / y for x, y in zip(measured.rates[a], measured.rates[b], strict=True)])
 
 
-def _invert(figures: dict[str, float]) -> dict[str, float]:
-    return {
-        "median": 1 / figures["median"],
-        "min": 1 / figures["max"],
-        "max": 1 / figures["min"],
-        "rounds": figures["rounds"],
-    }
+def choose(measured: Measurement, trials: list[int]) -> tuple[int | None, float, list[dict]]:
+    """The selection rule: ``(winning trial or None, bar, candidates' figures)``.
 
-
-def decide(
-    measured: Measurement,
-    trials: list[int],
-    fp32_trial: int,
-    global_trial: int | None,
-    rounds: int,
-    block: int,
-    global_reason: str = "",
-) -> Confirmation:
-    """Choose the answer from a measurement (see the module doc).
-
-    Args:
-        measured: Samples/s per round of ``fp32``, ``null``, maybe ``global``, and
-            ``c0``... for the candidate ``trials`` in order.
-        trials: The candidates' trial numbers.
-        fp32_trial, global_trial: The baseline trials' numbers.
-        rounds, block: How it was measured, for the record.
-        global_reason: Why the global recipe was not measured (it did not train like
-            FP32): it is then reported as infeasible, never as a ratio.
+    ``measured`` has ``fp32``, ``null`` and ``c0``... for ``trials`` in order.
     """
-    has_global = "global" in measured.rates
     candidates = [
         {
             "trial": trial,
             "samples_per_s": median(measured.rates[f"c{i}"]),
             "speedup_vs_fp32": ratio(measured, f"c{i}", "fp32"),
-            "speedup_vs_global_mixed": ratio(measured, f"c{i}", "global") if has_global else None,
         }
         for i, trial in enumerate(trials)
     ]
-    null = ratio(measured, "null", "fp32")
-    global_vs_fp32 = ratio(measured, "global", "fp32") if has_global else None
-    bar = max(1.0, null["max"])
+    bar = max(1.0, ratio(measured, "null", "fp32")["max"])
     winners = [c for c in candidates if c["speedup_vs_fp32"]["median"] > bar]
-    if winners:
-        best = max(winners, key=lambda c: c["speedup_vs_fp32"]["median"])
-        vs = best["speedup_vs_fp32"]
-        best_trial, best_is_fp32 = best["trial"], False
-        chosen = {k: best[k] for k in ("speedup_vs_fp32", "speedup_vs_global_mixed")}
+    best = max(winners, key=lambda c: c["speedup_vs_fp32"]["median"], default=None)
+    return (best["trial"] if best else None), bar, candidates
+
+
+def _precision_words(policy: Policy) -> str:
+    dtypes = {policy.default, *policy.types.values(), *policy.layers.values()}
+    low = sorted(d.removeprefix("mixed_") for d in dtypes if d != "float32")
+    return " and ".join(low) or "float32"
+
+
+def _config_words(policy: Policy, base: Policy) -> str:
+    parts = []
+    if policy.batch_size != base.batch_size:
+        parts.append(f"batch {policy.batch_size}")
+    if policy.jit_compile != base.jit_compile:
+        parts.append("XLA" if policy.jit_compile else "no XLA")
+    return " with ".join(parts)
+
+
+def report(
+    measured: Measurement,
+    winner: Policy | None,
+    base: Policy,
+    peers: dict[str, dict[str, Any]],
+    ttq_samples: float | None,
+) -> tuple[dict[str, Any], str]:
+    """The answer's figures from the fresh rounds, and the verdict's sentence.
+
+    Args:
+        measured: Fresh rounds of ``fp32``, ``null``, and as measured ``best`` (the
+            answer), ``best_fp32`` (FP32 at its batch size and XLA), ``global``,
+            ``graph_rewrite``.
+        winner: The answer's policy (``None``: FP32 is the answer).
+        base: The user's own training (FP32).
+        peers: The peers' records, filled in here with their ratios.
+        ttq_samples: FP32's samples to its final loss over the answer's (from its trial).
+    """
+    null = ratio(measured, "null", "fp32")
+    for name, peer in peers.items():
+        if name in measured.rates:
+            peer["vs_fp32"] = ratio(measured, name, "fp32")
+    if winner is None:
+        best: dict[str, Any] = {"speedup_vs_fp32": null, "time_to_quality": None}
         verdict = (
-            f"trial {best['trial']} is {vs['median']:.2f}x FP32 (min {vs['min']:.2f}, "
-            f"max {vs['max']:.2f}, {vs['rounds']} rounds)"
-        )
-        if best["speedup_vs_global_mixed"]:
-            g = best["speedup_vs_global_mixed"]
-            verdict += f" and {g['median']:.2f}x the global mixed recipe"
-        verdict += (
-            f"; a copy of FP32 measured {null['median']:.2f}x "
-            f"({null['min']:.2f}-{null['max']:.2f}), the instrument's error"
+            f"FP32 as you train it is the answer: nothing confirmed faster (a copy of FP32 "
+            f"measures {figures_text(null)} against it here)"
         )
     else:
-        best_trial, best_is_fp32 = fp32_trial, True
-        ones = {"median": 1.0, "min": 1.0, "max": 1.0, "rounds": rounds}
-        chosen = {
-            "speedup_vs_fp32": ones,
-            "speedup_vs_global_mixed": _invert(global_vs_fp32) if global_vs_fp32 else None,
-        }
-        fastest = max(candidates, key=lambda c: c["speedup_vs_fp32"]["median"], default=None)
-        verdict = "nothing beat FP32 when re-measured: the answer is FP32"
-        if fastest:
-            verdict += (
-                f" (the fastest candidate, trial {fastest['trial']}, confirmed at "
-                f"{fastest['speedup_vs_fp32']['median']:.2f}x"
-            )
-            if fastest["speedup_vs_fp32"]["median"] > 1.0:
-                verdict += f", not above the {bar:.2f}x a copy of FP32 reached"
-            verdict += ")"
+        vs = ratio(measured, "best", "fp32")
+        best = {"speedup_vs_fp32": vs, "batch_size": winner.batch_size}
+        best["jit_compile"] = winner.jit_compile
+        best["time_to_quality"] = vs["median"] * ttq_samples if ttq_samples else None
+        verdict = f"{vs['median']:.2f}x FP32 ({vs['min']:.2f}-{vs['max']:.2f})"
+        config = _config_words(winner, base)
+        low = _precision_words(winner)
+        if "best_fp32" in measured.rates:
+            best["precision"] = ratio(measured, "best", "best_fp32")
+            best["config"] = ratio(measured, "best_fp32", "fp32")
+            verdict += f" = {best['precision']['median']:.2f}x from {low}"
+            if config:
+                verdict += f" x {best['config']['median']:.2f}x from {config}"
+        elif low == "float32":
+            best["config"] = vs
+            verdict += f", all from {config} (no low precision)"
         else:
-            verdict += " (no candidate other than FP32 was feasible)"
-    if global_reason:
-        verdict += f"; the global mixed recipe is {global_reason}"
-    return Confirmation(
-        rounds=rounds,
-        block=block,
-        candidates=candidates,
-        fp32_trial=fp32_trial,
-        global_trial=global_trial,
-        global_vs_fp32=global_vs_fp32,
-        global_reason=global_reason,
-        null_vs_fp32=null,
-        bar=bar,
-        fp32_samples_per_s=median(measured.rates["fp32"]),
-        best_trial=best_trial,
-        best_is_fp32=best_is_fp32,
-        best=chosen,
-        verdict=verdict,
+            best["precision"] = vs
+            verdict += f", all from {low}"
+        ttq = best["time_to_quality"]
+        verdict += "; time to FP32's final loss " + (f"{ttq:.2f}x" if ttq else "not reached")
+        verdict += f"; a copy of FP32 measures {figures_text(null)}"
+    if "global" in measured.rates and winner is not None:
+        best["speedup_vs_global_mixed"] = ratio(measured, "best", "global")
+    for name, peer in peers.items():
+        label = "global mixed recipe" if name == "global" else "TensorFlow's graph rewrite"
+        if peer.get("vs_fp32"):
+            verdict += f"; {label} {figures_text(peer['vs_fp32'])} of FP32"
+        else:
+            verdict += f"; {label} {peer['status']}" + (
+                f" ({peer['reason']})" if peer.get("reason") else ""
+            )
+    return best, verdict
+
+
+def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[str, Any]]:
+    trials = study.get_trials(deepcopy=False)
+    glob = next(
+        (t for t in trials if str(t.user_attrs.get("baseline", "")).startswith("global_")), None
     )
+    peers: dict[str, dict[str, Any]] = {}
+    if glob is not None:
+        feasible = glob.state.name == "COMPLETE" and is_feasible(glob)
+        peers["global"] = {
+            "trial": glob.number,
+            "status": "feasible" if feasible else "infeasible",
+            "reason": "" if feasible else glob.user_attrs.get("reason") or glob.state.name,
+        }
+    result = executor.run_trial(None, budget, peer=REWRITE)
+    peer = {"status": "feasible" if result.feasible else "infeasible", "reason": result.reason}
+    if result.numerics.get("rewrite_applied") is False:
+        peer = {"status": "not available", "reason": "TensorFlow did not rewrite it here"}
+    elif result.status == "failed":
+        peer = {"status": "not measured", "reason": result.reason}
+    peer["fidelity_gap"] = result.fidelity_gap
+    peers[REWRITE] = peer
+    return peers
 
 
 def confirm(
-    study: Any, executor: Any, top: int = 3, rounds: int = 5, block: int = 10
+    study: Any, executor: Any, budget: Budget, top: int = 3, rounds: int = 5, block: int = 10
 ) -> Confirmation:
-    """Re-measure the best feasible candidates, choose the answer, store the record.
-
-    The top ``top`` feasible Pareto trials (and the global recipe, if feasible) are timed
-    by ``executor.confirm`` (a worker's :func:`measure`) and judged by :func:`decide`.
+    """Select, judge the peers, report; store the record (see the module doc).
 
     Raises:
         TrialFailed: The FP32 baseline trial did not complete, or the worker failed.
     """
-    by_label = {
-        t.user_attrs.get("baseline"): t
-        for t in study.get_trials(deepcopy=False)
-        if t.state.name == "COMPLETE" and t.user_attrs.get("baseline")
-    }
-    fp32_trial = by_label.get("fp32")
+    trials = study.get_trials(deepcopy=False)
+    fp32_trial = next(
+        (
+            t
+            for t in trials
+            if t.user_attrs.get("baseline") == "fp32" and t.state.name == "COMPLETE"
+        ),
+        None,
+    )
     if fp32_trial is None:
         raise TrialFailed("no FP32 baseline", "the FP32 baseline trial did not complete")
-    fp32_policy = stored_policy(fp32_trial)
-    global_trial = next((t for label, t in by_label.items() if label.startswith("global_")), None)
-    global_policy, global_reason = None, ""
-    if global_trial is not None and is_feasible(global_trial):
-        global_policy = stored_policy(global_trial)
-    elif global_trial is not None:
-        global_reason = f"infeasible ({global_trial.user_attrs.get('reason') or 'constraint'})"
-
+    base = stored_policy(fp32_trial)
     front = [
         t
         for t in study.best_trials
-        if "duplicate_of" not in t.user_attrs and stored_policy(t) != fp32_policy
+        if "duplicate_of" not in t.user_attrs and stored_policy(t) != base
     ]
     chosen = sorted(front, key=lambda t: -t.values[0])[:top]
-    if global_policy is not None and global_trial not in chosen:
-        chosen.append(global_trial)
-    measured = executor.confirm(
-        [stored_policy(t) for t in chosen], global_policy, rounds=rounds, block=block
+    glob = next(
+        (t for t in trials if str(t.user_attrs.get("baseline")).startswith("global_")), None
     )
-    record = decide(
-        measured,
-        [t.number for t in chosen],
-        fp32_trial.number,
-        global_trial.number if global_trial else None,
-        rounds,
-        block,
-        global_reason,
+    if glob is not None and is_feasible(glob) and glob not in chosen:
+        chosen.append(glob)  # the global recipe competes too, when it trains like FP32
+
+    configs = [("fp32", base), ("null", base)]
+    configs += [(f"c{i}", stored_policy(t)) for i, t in enumerate(chosen)]
+    selection = executor.confirm(configs, rounds, block)
+    winner_number, bar, candidates = choose(selection, [t.number for t in chosen])
+
+    peers = _peer_records(study, executor, budget)
+    configs = [("fp32", base), ("null", base)]
+    winner = None
+    ttq_samples = None
+    if winner_number is not None:
+        winner_trial = study.trials[winner_number]
+        winner = stored_policy(winner_trial)
+        configs.append(("best", winner))
+        fp32_same = dataclasses.replace(winner, default="float32", types={}, layers={})
+        same_config = (winner.batch_size, winner.jit_compile) == (base.batch_size, base.jit_compile)
+        if _precision_words(winner) != "float32" and not same_config:
+            configs.append(("best_fp32", fp32_same))
+        ttq = (winner_trial.user_attrs.get("result") or {}).get("time_to_quality") or {}
+        if ttq.get("samples") and ttq.get("fp32_samples"):
+            ttq_samples = ttq["fp32_samples"] / ttq["samples"]
+    if peers.get("global", {}).get("status") == "feasible":
+        configs.append(("global", stored_policy(study.trials[peers["global"]["trial"]])))
+    if peers[REWRITE]["status"] == "feasible":
+        configs.append((REWRITE, None))
+    fresh = executor.confirm(configs, rounds, block)
+    best, verdict = report(fresh, winner, base, peers, ttq_samples)
+    record = Confirmation(
+        rounds=rounds,
+        block=block,
+        candidates=candidates,
+        fp32_trial=fp32_trial.number,
+        bar=bar,
+        best_trial=winner_number if winner_number is not None else fp32_trial.number,
+        best_is_fp32=winner is None,
+        best=best,
+        null_vs_fp32=ratio(fresh, "null", "fp32"),
+        peers=peers,
+        fp32_samples_per_s=median(fresh.rates["fp32"]),
+        verdict=verdict,
     )
     study.set_user_attr("confirmation", record.to_dict())
     return record

@@ -65,11 +65,14 @@ def trials_frame(study: Any) -> Any:
             "peak_memory_mb": result.get("peak_memory_mb"),
             "duration_s": trial.duration.total_seconds() if trial.duration else None,
         }
-        entry = confirmed.get(trial.number) or {}
-        for key in ("speedup_vs_fp32", "speedup_vs_global_mixed"):
-            figures = entry.get(key) or {}
-            for stat in ("median", "min", "max", "rounds"):
-                row[f"confirmed_{key}_{stat}"] = figures.get(stat)
+        ttq = result.get("time_to_quality") or {}
+        row["time_to_quality_speedup"] = ttq.get("speedup")
+        row["precision_gap"] = result.get("precision_gap")
+        # The selection rounds' figures of the candidates (the answer's own, from fresh
+        # rounds, are in the confirmation record and the policy's manifest).
+        figures = (confirmed.get(trial.number) or {}).get("speedup_vs_fp32") or {}
+        for stat in ("median", "min", "max", "rounds"):
+            row[f"confirmed_speedup_vs_fp32_{stat}"] = figures.get(stat)
         row["best"] = trial.number == best
         for name, value in trial.params.items():
             row[f"param:{name}"] = value
@@ -121,12 +124,21 @@ def best_policy_with_manifest(study: Any) -> Policy:
         "confirmed": {
             "speedup_vs_fp32": chosen.get("speedup_vs_fp32"),
             "speedup_vs_global_mixed": chosen.get("speedup_vs_global_mixed"),
+            "time_to_quality": chosen.get("time_to_quality"),
+            "from_precision": chosen.get("precision"),
+            "from_batch_size_and_xla": chosen.get("config"),
             "fidelity_gap": result.get("fidelity_gap"),
+            "precision_gap": result.get("precision_gap"),
             "rounds": record.rounds,
             "block_steps": record.block,
             "fp32_copy_vs_fp32": record.null_vs_fp32,
-            "global_recipe_vs_fp32": record.global_vs_fp32,
-            "global_recipe_infeasible": record.global_reason or None,
+            "selection_bar": record.bar,
+            "peers": record.peers,
+        },
+        "baseline": {
+            "batch_size": info.get("batch_size"),
+            "jit_compile": info.get("jit_compile", False),
+            "steps_per_execution": info.get("steps_per_execution", 1),
         },
         "feasible": is_feasible(trial),
         "is_fp32": record.best_is_fp32,

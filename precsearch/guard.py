@@ -12,6 +12,7 @@ import os
 import traceback
 from typing import Any
 
+from precsearch.confirm import measure
 from precsearch.errors import TrialFailed, UserInputError, is_resource_problem
 from precsearch.policy import Policy
 from precsearch.records import Budget, Fidelity, Measurement, ModelInfo, TrialResult
@@ -40,18 +41,20 @@ def classify(exc: BaseException) -> tuple[str, str]:
     return f"error: {name}: {first}", tail[-2000:]
 
 
-def run_guarded(runner: Any, policy: Policy, budget: Budget | None = None) -> TrialResult:
+def run_guarded(
+    runner: Any, policy: Policy | None, budget: Budget | None = None, peer: str | None = None
+) -> TrialResult:
     """Run a trial in this process; any failure but bad user input becomes ``failed``.
 
     Crashes and hangs are not isolated here: use :class:`Worker` for that.
     """
     try:
-        return runner.run_trial(policy, budget)
+        return runner.run_trial(policy, budget, peer=peer)
     except UserInputError:
         raise
     except Exception as exc:
         reason, detail = classify(exc)
-        return failed_result(policy, reason, detail)
+        return failed_result(policy or Policy(), reason, detail)
 
 
 class InProcess:
@@ -85,10 +88,14 @@ class InProcess:
         return {}
 
     def run_trial(
-        self, policy: Policy, budget: Budget | None = None, timeout: float | None = None
+        self,
+        policy: Policy | None,
+        budget: Budget | None = None,
+        timeout: float | None = None,
+        peer: str | None = None,
     ) -> TrialResult:
         """Run one trial here (``timeout`` cannot be enforced in-process)."""
-        result = run_guarded(self.runner, policy, budget)
+        result = run_guarded(self.runner, policy, budget, peer)
         if self._split:
             result.timings["import"] = self._split["import"]
             result.timings["setup"] = self._split["build"]
@@ -97,16 +104,13 @@ class InProcess:
 
     def confirm(
         self,
-        candidates: list[Policy],
-        global_policy: Policy | None,
+        configs: list[tuple[str, Policy | None]],
         rounds: int,
         block: int,
         timeout: float | None = None,
     ) -> Measurement:
         """:func:`precsearch.confirm.measure` here."""
-        from precsearch.confirm import measure
-
-        return measure(self.runner, candidates, global_policy, rounds, block)
+        return measure(self.runner, configs, rounds, block)
 
     def export(
         self,

@@ -14,6 +14,7 @@ Nothing here imports TensorFlow: it calls the model's own train function.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -63,8 +64,8 @@ def step(model: Any, iterator: Any) -> tuple[float, float]:
     return time.perf_counter() - t0, loss
 
 
-def step_stats(times: list[float], batch_size: int) -> StepStats:
-    """Statistics of a list of step times; the p10 is the cost estimate."""
+def step_stats(times: list[float], batch_size: int, steps_per_call: int = 1) -> StepStats:
+    """Statistics of a list of call times; the p10 is the cost estimate."""
     import numpy as np
 
     arr = np.asarray(times, dtype=float)
@@ -76,7 +77,8 @@ def step_stats(times: list[float], batch_size: int) -> StepStats:
         max=float(arr.max()),
         n=len(times),
         batch_size=batch_size,
-        samples_per_s=batch_size / p10,
+        samples_per_s=batch_size * steps_per_call / p10,
+        steps_per_call=steps_per_call,
     )
 
 
@@ -140,13 +142,18 @@ def interleave(
 
 @dataclass
 class Timed:
-    """One configuration in :func:`timed_rounds`: a traced model and its data stream."""
+    """One configuration in :func:`timed_rounds`: a traced model and its data stream.
+
+    ``context`` (a context-manager factory) wraps its steps: TensorFlow's graph rewrite
+    applies to the functions called while its option is on.
+    """
 
     label: str
     model: Any
     iterator: Any
-    batch_size: int
+    samples_per_call: int
     steps: int = 0
+    context: Callable[[], Any] = contextlib.nullcontext
 
 
 def timed_rounds(
@@ -160,18 +167,20 @@ def timed_rounds(
     round runs every configuration once in a freshly shuffled order, so that none
     always follows the same one (what ran before leaves caches and data threads
     behind), after one untimed step that lets that settle. A round's figure is the
-    batch size over the block's median step.
+    samples of one call over the block's median call.
     """
     for config in configs:
-        for _ in range(warmup):
-            step(config.model, config.iterator)
-        seconds = step(config.model, config.iterator)[0]
+        with config.context():
+            for _ in range(warmup):
+                step(config.model, config.iterator)
+            seconds = step(config.model, config.iterator)[0]
         config.steps = max(block, math.ceil(MIN_BLOCK_S / max(seconds, 1e-6)))
     rates: dict[str, list[float]] = {config.label: [] for config in configs}
     order = random.Random(seed)
     for _ in range(rounds):
         for config in order.sample(configs, len(configs)):
-            step(config.model, config.iterator)
-            times = [step(config.model, config.iterator)[0] for _ in range(config.steps)]
-            rates[config.label].append(config.batch_size / median(times))
+            with config.context():
+                step(config.model, config.iterator)
+                times = [step(config.model, config.iterator)[0] for _ in range(config.steps)]
+            rates[config.label].append(config.samples_per_call / median(times))
     return rates

@@ -29,6 +29,7 @@ __all__ = ["Progress", "make_objective", "make_sampler", "worker_seed"]
 
 MAX_CURVE_POINTS = 256
 EXTRA_PENALTY = 1e12
+MAX_REPEATS = 50  # proposals in a row of measured policies before the search stops
 
 
 def worker_seed() -> int:
@@ -60,16 +61,49 @@ def make_sampler(name: str, space: SearchSpace, seed: int, trials: int) -> Any:
 
 
 class Progress:
-    """One line per finished trial: a bar, the trial, the best feasible speedup so far."""
+    """Counts the new trials (a sampler's repeat of a measured policy is not one) and
+    stops the study after ``total`` of them, or once every policy of the space has been
+    measured; prints one line per new trial: a bar, the trial, the best feasible speedup
+    so far.
 
-    def __init__(self, total: int, stream: Any = None) -> None:
+    Args:
+        total: New trials to run.
+        space_size: How many distinct policies the space holds.
+        stream: Where the lines go (default stderr).
+    """
+
+    def __init__(self, total: int, space_size: int, stream: Any = None) -> None:
         self.total = total
+        self.space_size = space_size
         self.done = 0
+        self.exhausted = False
+        self.repeats = 0
         self.stream = stream or sys.stderr
         self.best: float | None = None
 
     def __call__(self, study: Any, trial: Any) -> None:
+        from optuna.trial import TrialState
+
+        measured = {
+            _params_key(t.params)
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        }
+        if len(measured) >= self.space_size:
+            self.exhausted = True
+            study.stop()
+        if "duplicate_of" in trial.user_attrs:
+            self.repeats += 1
+            if self.repeats >= MAX_REPEATS:  # the sampler is stuck on what it measured
+                self.exhausted = True
+                study.stop()
+            return
+        self.repeats = 0
         self.done += 1
+        if self.done >= self.total:
+            study.stop()
+        self._line(trial)
+
+    def _line(self, trial: Any) -> None:
         status = trial.user_attrs.get("status", trial.state.name.lower())
         if (
             is_feasible(trial)

@@ -116,8 +116,16 @@ class Problem:
             )
         return model.get_compile_config()
 
-    def compile_kwargs(self) -> dict[str, Any]:
-        """Fresh ``model.compile`` arguments (a new optimizer object on each call)."""
+    def compile_kwargs(self, user: bool = False) -> dict[str, Any]:
+        """Fresh ``model.compile`` arguments (a new optimizer object on each call).
+
+        Args:
+            user: The user's own arguments as they are; by default those a policy
+                compiles with: ``jit_compile`` left to the policy (the user's resolved
+                setting is the FP32 baseline's, :meth:`baseline`) and ``run_eagerly``
+                dropped (steps are timed as graphs). ``steps_per_execution`` stays: it
+                is part of the user's training, and one call is that many steps.
+        """
         keras = self.keras
         if self.spec.compile_kwargs is not None:
             kwargs = dict(self._call("compile_kwargs"))
@@ -133,9 +141,9 @@ class Problem:
             raise UserInputError(
                 f"{self._where('compile_kwargs')} has no 'loss', expected a loss for training"
             )
-        # Timing is per step: one train-function call must be exactly one step.
-        for key in ("steps_per_execution", "run_eagerly", "jit_compile"):
-            kwargs.pop(key, None)
+        if not user:
+            for key in ("run_eagerly", "jit_compile"):
+                kwargs.pop(key, None)
         kwargs["optimizer"] = keras.optimizers.get(kwargs.get("optimizer", "rmsprop"))
         return kwargs
 
@@ -184,11 +192,15 @@ class Problem:
                 f"{tuple(first.shape)}), expected unbatched examples: drop .batch() "
                 "(precsearch batches itself)"
             )
-        kwargs = self.compile_kwargs()
+        kwargs = self.compile_kwargs(user=True)
         try:
             batch = next(iter(self.train_examples.batch(2)))
             x, y = batch[0], batch[1]
             model.compile(**kwargs)
+            # The user's training as Keras runs it here: "auto" XLA resolves to on with
+            # TensorFlow on GPUs, off on CPUs.
+            self.jit_compile = bool(model.jit_compile)
+            self.steps_per_execution = int(model.steps_per_execution or 1)
             y_pred = model(x, training=False)
             loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
             float(loss)
@@ -211,6 +223,8 @@ class Problem:
             batch_size=self.batch_size,
             train_examples=self.n_train,
             val_examples=self.n_val,
+            jit_compile=self.jit_compile,
+            steps_per_execution=self.steps_per_execution,
             versions={"tensorflow": self.tf.__version__, "keras": self.keras.__version__},
             gpus=self._gpus(),
         )
@@ -241,6 +255,10 @@ class Problem:
             .batch(batch_size, drop_remainder=True)
             .prefetch(tf.data.AUTOTUNE)
         )
+
+    def baseline(self) -> Policy:
+        """The user's own training in FP32: their batch size and XLA setting."""
+        return Policy(batch_size=self.batch_size, jit_compile=self.jit_compile)
 
     def normalise(self, policy: Policy) -> Policy:
         """``policy`` with its batch sizes filled in from the model's own."""

@@ -10,6 +10,7 @@ from precsearch.records import TrialResult
 
 __all__ = [
     "assignments_summary",
+    "figures_text",
     "pareto_rows",
     "pareto_table",
     "summarize_policy",
@@ -51,6 +52,7 @@ def pareto_rows(study: Any) -> list[dict[str, Any]]:
                 "blocks_min": blocks.get("min"),
                 "blocks_max": blocks.get("max"),
                 "gap": trial.values[1],
+                "time_to_quality": (result.get("time_to_quality") or {}).get("speedup"),
                 "batch_size": policy.get("batch_size"),
                 "jit": policy.get("jit_compile"),
                 "policy": summarize_policy(policy),
@@ -60,7 +62,8 @@ def pareto_rows(study: Any) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: -row["speedup"])
 
 
-def _figures(figures: dict[str, float] | None) -> str:
+def figures_text(figures: dict[str, float] | None) -> str:
+    """A spread as ``1.62x (1.40-1.80)`` (``-`` for none)."""
     if not figures:
         return "-"
     return f"{figures['median']:.2f}x ({figures['min']:.2f}-{figures['max']:.2f})"
@@ -69,8 +72,9 @@ def _figures(figures: dict[str, float] | None) -> str:
 def pareto_table(study: Any) -> str:
     """The feasible Pareto front as a text table (or a sentence when it is empty).
 
-    With a confirmation, its figures (median, min-max over rounds) stand beside the
-    search's.
+    Speedup is samples/s against the user's FP32 training; time to quality is the wall
+    time to FP32's final loss, FP32's over the trial's. With a confirmation, the
+    selection rounds' figures (median, min-max) stand beside the search's.
     """
     rows = pareto_rows(study)
     if not rows:
@@ -78,9 +82,10 @@ def pareto_table(study: Any) -> str:
     record = confirmation_of(study)
     confirmed = {entry["trial"]: entry for entry in record.candidates} if record else {}
     best = record.best_trial if record else None
-    header = f"{'trial':>5}  {'speedup':>7}  {'blocks min-max':>14}  {'gap':>6}  "
+    header = f"{'trial':>5}  {'speedup':>7}  {'blocks min-max':>14}  {'to FP32 loss':>12}  "
+    header += f"{'gap':>6}  "
     if confirmed:
-        header += f"{'confirmed vs FP32':>20}  {'vs global mixed':>20}  "
+        header += f"{'confirmed vs FP32':>20}  "
     lines = [header + f"{'batch':>5}  {'xla':>3}  policy"]
     for row in rows:
         spread = (
@@ -90,11 +95,12 @@ def pareto_table(study: Any) -> str:
         )
         label = f" [{row['baseline']}]" if row["baseline"] else ""
         label += " <- best" if row["trial"] == best else ""
-        line = f"{row['trial']:>5}  {row['speedup']:>6.2f}x  {spread:>14}  {row['gap']:>6.2f}  "
+        ttq = f"{row['time_to_quality']:.2f}x" if row["time_to_quality"] else "not reached"
+        line = f"{row['trial']:>5}  {row['speedup']:>6.2f}x  {spread:>14}  {ttq:>12}  "
+        line += f"{row['gap']:>6.2f}  "
         if confirmed:
             entry = confirmed.get(row["trial"], {})
-            line += f"{_figures(entry.get('speedup_vs_fp32')):>20}  "
-            line += f"{_figures(entry.get('speedup_vs_global_mixed')):>20}  "
+            line += f"{figures_text(entry.get('speedup_vs_fp32')):>20}  "
         jit = "on" if row["jit"] else "off"
         lines.append(line + f"{row['batch_size']!s:>5}  {jit:>3}  {row['policy']}{label}")
     return "\n".join(lines)

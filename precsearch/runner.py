@@ -14,6 +14,7 @@ The confirmation's measurement runs on a Runner too (:func:`precsearch.confirm.m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,6 +26,7 @@ from precsearch.errors import TrialFailed
 from precsearch.files import write_text_atomic
 from precsearch.instrument import step
 from precsearch.memory import PeakMemory, release, rss_mb
+from precsearch.peers import GraphRewrite
 from precsearch.policy import Policy
 from precsearch.problem import Problem, import_tensorflow
 from precsearch.records import (
@@ -86,41 +88,70 @@ class Runner:
             write_text_atomic(
                 self.work_dir / "model_info.json", json.dumps(self.info.to_dict(), indent=2)
             )
-        self._timing_models: dict[int, tuple[Any, Any]] = {}
+        self._timing: tuple[Any, Any] | None = None
         self.references = References(self.problem, self.work_dir, keep=self._keep)
 
-    def _keep(self, batch_size: int, model: Any, iterator: Any) -> None:
+    def _keep(self, model: Any, iterator: Any) -> None:
         # A traced FP32 model whose weights do not matter is all the timing needs.
-        self._timing_models.setdefault(batch_size, (model, iterator))
+        self._timing = self._timing or (model, iterator)
 
-    def timing_model(self, batch_size: int) -> tuple[Any, Any]:
-        """The FP32 model that candidates are timed against, traced once per batch size."""
-        if batch_size not in self._timing_models:
+    def timing_model(self) -> tuple[Any, Any]:
+        """The FP32 model of the user's training that candidates are timed against,
+        traced once, and its data stream."""
+        if self._timing is None:
             problem = self.problem
-            model = problem.model_for(Policy(batch_size=batch_size), seed=0)
-            iterator = iter(problem.dataset(batch_size, seed=0))
+            model = problem.model_for(problem.baseline(), seed=0)
+            iterator = iter(problem.dataset(problem.batch_size, seed=0))
             for _ in range(1 + self.budget.warmup):
                 step(model, iterator)
-            self._timing_models[batch_size] = (model, iterator)
-        return self._timing_models[batch_size]
+            self._timing = (model, iterator)
+        return self._timing
 
-    def reference(self, batch_size: int, lr_rule: str = "none") -> Reference:
-        """FP32 runs from the initial weights, one per data-order seed; cached."""
-        return self.references.get(batch_size, lr_rule, self.budget)
+    def reference(self, policy: Policy | None = None, seeds: int | None = None) -> Reference:
+        """FP32 runs from the initial weights, one per data-order seed; cached. By
+        default the user's own training, whose runs are every trial's band."""
+        return self.references.get(policy or self.problem.baseline(), self.budget, seeds)
 
-    def run_trial(self, policy: Policy, budget: Budget | None = None) -> TrialResult:
-        """Train and time one candidate policy against FP32 (:mod:`precsearch.trial`)."""
+    def run_trial(
+        self, policy: Policy, budget: Budget | None = None, peer: str | None = None
+    ) -> TrialResult:
+        """Train and time one candidate policy against the user's FP32 training
+        (:mod:`precsearch.trial`).
+
+        With ``peer="graph_rewrite"`` the candidate is TensorFlow's own graph rewrite
+        of the user's FP32 training (:mod:`precsearch.peers`; ``policy`` is ignored),
+        and ``numerics["rewrite_applied"]`` says whether it changed anything here.
+        """
         if budget is not None:
             self.budget = budget
-        policy = self.problem.normalise(policy)
-        memory = PeakMemory(self.problem.tf, gpu=bool(self.info.gpus))
+        problem = self.problem
+        rewrite = GraphRewrite(problem) if peer == "graph_rewrite" else None
+        policy = problem.normalise(rewrite.policy() if rewrite else policy)
+        memory = PeakMemory(problem.tf, gpu=bool(self.info.gpus))
         t0 = time.perf_counter()
-        reference = self.reference(policy.batch_size, policy.lr_rule)
-        fp32 = self.timing_model(self.problem.batch_size)
+        reference = self.reference()
+        fp32 = self.timing_model()
+        base = problem.baseline()
+        same = None
+        if (policy.batch_size, policy.jit_compile) != (base.batch_size, base.jit_compile):
+            config = Policy(
+                batch_size=policy.batch_size,
+                lr_rule=policy.lr_rule,
+                base_batch_size=problem.batch_size,
+                jit_compile=policy.jit_compile,
+            )
+            same = self.reference(config, seeds=1)
         spent = time.perf_counter() - t0
         result = run_trial(
-            self.problem, policy, self.budget, self.fidelity, reference, fp32, memory
-        )
+            problem, policy, self.budget, self.fidelity, reference, fp32, memory, same,
+            rewrite.context if rewrite else contextlib.nullcontext,
+            rewrite.build if rewrite else None,
+        )  # fmt: skip
+        if rewrite is not None and result.curve["loss"] and not base.jit_compile:
+            # From the same weights and data, an untouched graph gives FP32's first loss
+            # to the bit. (Against XLA FP32 runs the numbers differ anyway: not known.)
+            first = reference.curves[0][0] if reference.curves[0] else None
+            result.numerics["rewrite_applied"] = result.curve["loss"][0] != first
         result.timings["reference"] = spent
         result.timings["total"] += spent
         release()  # the candidate is gone; its memory goes back before the next trial
@@ -128,13 +159,15 @@ class Runner:
         return result
 
     def train(self, policy: Policy) -> tuple[Any, list[float]]:
-        """Train a model under ``policy`` for the budget, as a trial does (same initial
-        weights, data order and seed); return it and its loss per step."""
-        policy = self.problem.normalise(policy)
-        model = self.problem.model_for(policy, seed=0)
-        iterator = iter(self.problem.dataset(policy.batch_size, seed=0))
+        """Train a model under ``policy`` on the budget's samples, as a trial does (same
+        initial weights, data order and seed); return it and its loss per call."""
+        problem = self.problem
+        policy = problem.normalise(policy)
+        model = problem.model_for(policy, seed=0)
+        iterator = iter(problem.dataset(policy.batch_size, seed=0))
+        per_call = policy.batch_size * problem.steps_per_execution
         losses = []
-        for _ in range(self.budget.steps):
+        for _ in range(self.budget.calls(per_call, problem.batch_size, timed=False)):
             losses.append(step(model, iterator)[1])
             if not math.isfinite(losses[-1]):
                 break

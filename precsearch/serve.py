@@ -84,14 +84,11 @@ def main() -> None:
                 assert runner is not None, "confirm before init"
                 from precsearch.confirm import measure
 
-                value = measure(
-                    runner,
-                    [Policy.from_dict(p) for p in message["candidates"]],
-                    Policy.from_dict(message["global"]) if message["global"] else None,
-                    message["rounds"],
-                    message["block"],
-                ).to_dict()
-                reply({"value": value})
+                configs = [
+                    (label, Policy.from_dict(p) if p else None) for label, p in message["configs"]
+                ]
+                value = measure(runner, configs, message["rounds"], message["block"])
+                reply({"value": value.to_dict()})
             elif message["cmd"] == "export":
                 assert runner is not None, "export before init"
                 value = runner.export(
@@ -100,8 +97,9 @@ def main() -> None:
                 reply({"value": value})
             elif message["cmd"] == "trial":
                 assert runner is not None, "trial before init"
-                policy = Policy.from_dict(message["policy"])
-                result = run_guarded(runner, policy, Budget(**message["budget"]))
+                policy = Policy.from_dict(message["policy"]) if message["policy"] else None
+                budget = Budget(**message["budget"])
+                result = run_guarded(runner, policy, budget, message.get("peer"))
                 reply({"result": result.to_dict()})
         except UserInputError as exc:
             reply({"error": "user_input", "message": str(exc)})

@@ -112,7 +112,8 @@ class SearchSpace:
         return self.policy(params)
 
     def policy(self, params: dict[str, Any]) -> Policy:
-        """The policy for a full set of parameter values."""
+        """The policy for a full set of parameter values; what no dimension sets is the
+        user's own training (their batch size and XLA setting)."""
         own = int(self.info["batch_size"])
         draft: dict[str, Any] = {
             "default": "float32",
@@ -121,6 +122,7 @@ class SearchSpace:
             "batch_size": own,
             "lr_rule": self.options.lr_rule,
             "base_batch_size": own,
+            "jit_compile": bool(self.info.get("jit_compile", False)),
         }
         for dim in self.dimensions:
             dim.write(params, draft)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -130,19 +131,22 @@ def _open_search(
     return study
 
 
-def _optimize(study: Any, objective: Any, options: SearchOptions, progress: Any) -> None:
-    """``study.optimize``, quiet (a progress line per trial says what Optuna would log
-    with a traceback), and with a storage failure said as one."""
+def _optimize(
+    study: Any, objective: Any, options: SearchOptions, space: SearchSpace, progress: Any
+) -> list[str]:
+    """``study.optimize`` for ``options.trials`` new trials (repeats of a measured policy
+    do not count), quiet (a progress line per trial says what Optuna would log with a
+    traceback), and with a storage failure said as one. Returns notes for people."""
     import optuna
 
+    if not options.trials:
+        return []
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    size = math.prod(len(values) for values in space.choices().values())
+    counter = Progress(options.trials, size, progress)
     try:
         study.optimize(
-            objective,
-            n_trials=options.trials,
-            timeout=options.timeout,
-            catch=(TrialFailed,),
-            callbacks=[Progress(options.trials, progress)],
+            objective, timeout=options.timeout, catch=(TrialFailed,), callbacks=[counter]
         )
     except Exception as exc:
         # Optuna can mask a storage error behind one of its own (an UnboundLocalError was
@@ -154,6 +158,12 @@ def _optimize(study: Any, objective: Any, options: SearchOptions, progress: Any)
             f"the storage failed mid-study ({redact(one_line(lost))}); the trials it "
             "completed are kept there: run again once it is back"
         ) from exc
+    if counter.exhausted and counter.done < options.trials:
+        return [
+            f"stopped after {counter.done} new trials: the sampler proposes only policies "
+            f"it measured already (the space holds {size})"
+        ]
+    return []
 
 
 def _executor(
@@ -266,18 +276,20 @@ def run_study(
             t.number for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING
         }
 
-        _optimize(
+        notes += _optimize(
             study,
             make_objective(space, executor, budget, objectives, options.seed),
             options,
+            space,
             progress,
         )
 
         if options.confirm_top > 0:
             try:
                 record = confirm(
-                    study, executor, options.confirm_top, options.rounds, max(10, budget.block)
-                )
+                    study, executor, budget, options.confirm_top, options.rounds,
+                    max(10, budget.block),
+                )  # fmt: skip
                 verdict = record.verdict
 
                 def model_exports(policy: Any, names: list[str]) -> list[str]:

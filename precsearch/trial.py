@@ -1,30 +1,37 @@
 """One trial: train a candidate policy, time it against FP32, judge it against FP32.
 
-:func:`run_trial`
+The side a candidate is measured against is always the *user's own training* in FP32:
+their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
+<precsearch.problem.Problem.baseline>`). :func:`run_trial`
 
 1. builds the candidate from the problem's initial weights, applies the policy,
    recompiles;
-2. traces it (first step), and stops at once if the first step after tracing costs more
-   than ``budget.watchdog`` times the FP32 step per sample (``too_slow``);
-3. trains it the full budget from the same data order as the FP32 reference, its first
-   blocks of ``budget.block`` steps alternating with blocks of the already traced FP32
-   model (:func:`precsearch.instrument.interleave`), every step timed;
-4. estimates each side's cost as the p10 of its step times, with the median, min, max
+2. traces it (first call), and stops at once if the first call after tracing costs more
+   than ``budget.watchdog`` times the FP32 call per sample (``too_slow``);
+3. trains it on the budget's samples (as many calls as its batch size needs, at least
+   enough for one timed block) from the same data order as the FP32 training, its first
+   blocks of calls alternating with blocks of the already traced FP32 model
+   (:func:`precsearch.instrument.interleave`), every call timed;
+4. estimates each side's cost as the p10 of its call times, with the median, min, max
    and count beside it, and the per-block ratios as the spread;
-5. records the loss per step, the dynamic loss scale and skipped steps, stops at the
-   first non-finite loss, evaluates validation data, and judges fidelity against the
-   FP32 reference (:func:`precsearch.objectives.judge`).
+5. records the loss per call by samples seen, the dynamic loss scale and skipped steps,
+   stops at the first non-finite loss, evaluates validation data once the budget's
+   samples are seen, and judges the candidate against the FP32 training *at equal
+   samples* (:func:`precsearch.objectives.judge`), with the time each needs to reach
+   FP32's final loss and, when the batch size or XLA differ, the precision-only gap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from precsearch.instrument import interleave, median, step, step_stats
 from precsearch.memory import PeakMemory
-from precsearch.objectives import judge
+from precsearch.objectives import judge, precision_gap, time_to_quality
 from precsearch.policy import Policy
 from precsearch.problem import Problem
 from precsearch.records import Budget, Fidelity, Reference, TrialResult
@@ -40,29 +47,41 @@ def run_trial(
     reference: Reference,
     fp32: tuple[Any, Any],
     memory: PeakMemory,
+    same: Reference | None = None,
+    context: Callable[[], Any] = contextlib.nullcontext,
+    build: Callable[..., Any] | None = None,
 ) -> TrialResult:
     """Train and time one candidate against FP32 (see the module doc).
 
     Args:
         problem: The model and data.
         policy: The candidate, its batch sizes filled in (:meth:`Problem.normalise`).
-        budget: Steps, warm-up, blocks and watchdog.
+        budget: Samples (as steps at the user's batch size), warm-up, blocks, watchdog.
         fidelity: What counts as training like FP32.
-        reference: The FP32 runs at the candidate's batch size and LR rule.
-        fp32: A traced FP32 model at the model's own batch size and its data stream:
-            the side every candidate is timed against.
+        reference: The user's FP32 training, one run per seed: the band.
+        fp32: A traced FP32 model of the user's training and its data stream: the side
+            every candidate is timed against.
         memory: The trial's peak-memory mark (set before its references ran).
+        same: One FP32 run at the candidate's batch size and XLA setting, when those
+            differ from the user's: the precision-only diagnostic.
+        context: Wraps every candidate call (TensorFlow's graph rewrite is a setting
+            that applies to the functions called while it is on).
+        build: Makes the candidate's model (default :meth:`Problem.model_for`).
     """
     keras = problem.keras
     t_start = time.perf_counter()
     batch_size = policy.batch_size or problem.batch_size
+    per_call = batch_size * problem.steps_per_execution
+    own_per_call = problem.batch_size * problem.steps_per_execution
+    end = reference.span()
+    calls = budget.calls(per_call, problem.batch_size)
     result = TrialResult(policy=policy.to_dict())
     timings = result.timings
     result.memory_kind = memory.kind
     fp32_model, fp32_iter = fp32
 
     t0 = time.perf_counter()
-    model = problem.model_for(policy, seed=0)
+    model = (build or problem.model_for)(policy, seed=0)
     iterator = iter(problem.dataset(batch_size, seed=0))
     timings["build"] = time.perf_counter() - t0
 
@@ -80,7 +99,8 @@ def run_trial(
     def candidate_step() -> float:
         nonlocal skipped
         before = float(optimizer.dynamic_scale) if lso else None
-        seconds, loss = step(model, iterator)
+        with context():
+            seconds, loss = step(model, iterator)
         losses.append(loss)
         if lso:
             after = float(optimizer.dynamic_scale)
@@ -89,13 +109,18 @@ def run_trial(
                 skipped += 1
         if not math.isfinite(loss) and not stopped():
             numerics["nonfinite_step"] = len(losses)
+        elif len(losses) * per_call >= end and "evaluated_at" not in numerics:
+            # Validation at equal samples, as the FP32 runs were: a candidate that needs
+            # more calls to be timed trains on after it, untimed by this.
+            result.val = problem.evaluate(model, batch_size)
+            numerics["evaluated_at"] = len(losses) * per_call
         return seconds
 
     def finish(status: str, reason: str) -> TrialResult:
         result.status, result.reason = status, reason
         result.curve = {
             "batch_size": batch_size,
-            "samples": [batch_size * (i + 1) for i in range(len(losses))],
+            "samples": [per_call * (i + 1) for i in range(len(losses))],
             "loss": losses,
         }
         if lso:
@@ -116,11 +141,11 @@ def run_trial(
     if stopped():
         return nonfinite()
 
-    # Watchdog: the first step after tracing, per sample, against FP32 measured now.
+    # Watchdog: the first call after tracing, per sample, against FP32 measured now.
     t0 = time.perf_counter()
     fp32_now = min(step(fp32_model, fp32_iter)[0] for _ in range(2))
     first = candidate_step()
-    slowdown = (first / batch_size) / (fp32_now / problem.batch_size)
+    slowdown = (first / per_call) / (fp32_now / own_per_call)
     numerics["watchdog_slowdown"] = slowdown
     if slowdown > budget.watchdog:
         timings["warmup"] = time.perf_counter() - t0
@@ -140,9 +165,9 @@ def run_trial(
         lambda: step(fp32_model, fp32_iter)[0],
         candidate_step,
         block=budget.block,
-        sizes=(problem.batch_size, batch_size),
+        sizes=(own_per_call, per_call),
         more=lambda pairs: (
-            len(losses) + budget.block <= budget.steps
+            len(losses) + budget.block <= calls
             and (budget.max_blocks is None or pairs < budget.max_blocks)
         ),
         stopped=stopped,
@@ -150,13 +175,14 @@ def run_trial(
     timings["measured"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    while len(losses) < budget.steps and not stopped():
+    while len(losses) < calls and not stopped():
         candidate_step()
     timings["train"] = time.perf_counter() - t0
 
+    k = problem.steps_per_execution
     if blocks.reference and blocks.candidate:
-        result.fp32 = step_stats(blocks.reference, problem.batch_size)
-        result.candidate = step_stats(blocks.candidate, batch_size)
+        result.fp32 = step_stats(blocks.reference, problem.batch_size, k)
+        result.candidate = step_stats(blocks.candidate, batch_size, k)
         result.speedup = result.candidate.samples_per_s / result.fp32.samples_per_s
     if blocks.ratios:
         result.block_ratios = {
@@ -169,10 +195,14 @@ def run_trial(
         return nonfinite()
 
     t0 = time.perf_counter()
-    result.val = problem.evaluate(model, batch_size)
+    if "evaluated_at" not in numerics:
+        result.val = problem.evaluate(model, batch_size)
     timings["evaluate"] = time.perf_counter() - t0
     finish("ok", "")
     status, reason, gap = judge(result, reference, fidelity)
     result.status, result.reason = status, reason
     result.fidelity_gap = gap if math.isfinite(gap) else None
+    result.time_to_quality = time_to_quality(result, reference)
+    if same is not None:
+        result.precision_gap = precision_gap(result, same, reference, fidelity)
     return result

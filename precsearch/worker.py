@@ -212,7 +212,11 @@ class Worker:
         return " | ".join(kept[-lines:])
 
     def run_trial(
-        self, policy: Policy, budget: Budget | None = None, timeout: float | None = None
+        self,
+        policy: Policy | None,
+        budget: Budget | None = None,
+        timeout: float | None = None,
+        peer: str | None = None,
     ) -> TrialResult:
         """Run one trial in the worker; never raises for what happens to the trial.
 
@@ -227,19 +231,20 @@ class Worker:
             self._send(
                 {
                     "cmd": "trial",
-                    "policy": policy.to_dict(),
+                    "policy": policy.to_dict() if policy else None,
                     "budget": (budget or self.budget).__dict__,
+                    "peer": peer,
                 }
             )
             reply = self._receive(timeout, "running a trial")
         except TrialFailed as exc:
-            result = failed_result(policy, exc.reason, exc.detail)
+            result = failed_result(policy or Policy(), exc.reason, exc.detail)
             result.timings["total"] = time.perf_counter() - t0
             return result
         if reply.get("error") == "user_input":
             raise UserInputError(reply["message"])
         if "result" not in reply:
-            result = failed_result(policy, "worker error", reply.get("message", ""))
+            result = failed_result(policy or Policy(), "worker error", reply.get("message", ""))
             result.timings["total"] = time.perf_counter() - t0
             return result
         result = TrialResult.from_dict(reply["result"])
@@ -266,8 +271,7 @@ class Worker:
 
     def confirm(
         self,
-        candidates: list[Policy],
-        global_policy: Policy | None,
+        configs: list[tuple[str, Policy | None]],
         rounds: int,
         block: int,
         timeout: float | None = None,
@@ -277,17 +281,13 @@ class Worker:
         Raises:
             TrialFailed: The worker died or timed out.
         """
-        value = self._call(
-            {
-                "cmd": "confirm",
-                "candidates": [p.to_dict() for p in candidates],
-                "global": global_policy.to_dict() if global_policy else None,
-                "rounds": rounds,
-                "block": block,
-            },
-            timeout,
-        )
-        return Measurement.from_dict(value)
+        message = {
+            "cmd": "confirm",
+            "configs": [[label, p.to_dict() if p else None] for label, p in configs],
+            "rounds": rounds,
+            "block": block,
+        }
+        return Measurement.from_dict(self._call(message, timeout))
 
     def export(
         self,

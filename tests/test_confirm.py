@@ -1,4 +1,4 @@
-"""The confirmation's decision, on scripted measurements (no TensorFlow, no timing)."""
+"""The confirmation's decision and report, on scripted measurements (no TensorFlow)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import optuna
 import pytest
 
 from precsearch import Policy
-from precsearch.confirm import confirm, decide
-from precsearch.records import Confirmation, Measurement
+from precsearch.confirm import choose, confirm, report
+from precsearch.records import Budget, Confirmation, Measurement, TrialResult
 
 FP32 = Policy(batch_size=32)
 BF16 = Policy(default="mixed_bfloat16", batch_size=32)
-BIG = Policy(batch_size=128)
+BIG_BF16 = Policy(default="mixed_bfloat16", batch_size=128, jit_compile=True)
+BIG_FP32 = Policy(batch_size=128, jit_compile=True)
 
 
 def measured(**rates: list[float]) -> Measurement:
@@ -25,40 +26,61 @@ def test_a_candidate_inside_the_copys_noise_is_not_called_faster():
         null=[95, 112, 101, 99, 104],
         c0=[108, 104, 110, 108, 109],
     )
-    record = decide(m, [7], fp32_trial=0, global_trial=None, rounds=5, block=10)
-    assert record.best_is_fp32 and record.best_trial == 0
-    assert record.bar == pytest.approx(1.12)
-    assert "not above the 1.12x a copy of FP32 reached" in record.verdict
+    winner, bar, candidates = choose(m, [7])
+    assert winner is None and bar == pytest.approx(1.12)
+    assert candidates[0]["speedup_vs_fp32"]["median"] == pytest.approx(1.08)
 
 
-def test_a_candidate_above_every_round_of_the_copy_wins_with_its_spread():
+def test_the_fastest_candidate_above_every_round_of_the_copy_wins():
     m = measured(
-        fp32=[100, 100, 100, 100, 100],
-        null=[98, 103, 101, 99, 100],
-        c0=[150, 140, 160, 150, 155],
-        c1=[120, 120, 120, 120, 120],
-        **{"global": [60, 60, 60, 60, 60]},
+        fp32=[100] * 5, null=[98, 103, 101, 99, 100], c0=[150, 140, 160, 150, 155], c1=[120] * 5
     )
-    record = decide(m, [3, 5], fp32_trial=0, global_trial=1, rounds=5, block=10)
-    assert not record.best_is_fp32 and record.best_trial == 3
-    vs = record.best["speedup_vs_fp32"]
-    assert (vs["median"], vs["min"], vs["max"], vs["rounds"]) == (1.5, 1.4, 1.6, 5)
-    assert record.best["speedup_vs_global_mixed"]["median"] == pytest.approx(2.5)
-    assert Confirmation.from_dict(record.to_dict()) == record
+    winner, bar, _ = choose(m, [3, 5])
+    assert winner == 3 and bar == pytest.approx(1.03)
+
+
+def test_the_report_splits_the_speedup_into_precision_and_batch_size_with_xla():
+    fresh = measured(
+        fp32=[100] * 3,
+        null=[99, 100, 101],
+        best=[162] * 3,
+        best_fp32=[120] * 3,
+        **{"global": [60] * 3},
+    )
+    peers = {"global": {"status": "feasible", "reason": ""}}
+    best, verdict = report(fresh, BIG_BF16, FP32, peers, ttq_samples=0.8)
+    assert best["speedup_vs_fp32"]["median"] == pytest.approx(1.62)
+    assert best["precision"]["median"] == pytest.approx(1.35)
+    assert best["config"]["median"] == pytest.approx(1.2)
+    assert best["speedup_vs_global_mixed"]["median"] == pytest.approx(2.7)
+    assert best["time_to_quality"] == pytest.approx(1.62 * 0.8)
+    assert "1.62x FP32 (1.62-1.62) = 1.35x from bfloat16 x 1.20x from batch 128 with XLA" in verdict
+    assert peers["global"]["vs_fp32"]["median"] == pytest.approx(0.6)
+
+
+def test_when_fp32_is_the_answer_its_figures_are_the_measured_copy_not_ones():
+    fresh = measured(fp32=[100] * 3, null=[97, 100, 104])
+    peers = {"global": {"status": "infeasible", "reason": "non-finite loss at step 4"}}
+    best, verdict = report(fresh, None, FP32, peers, None)
+    assert best["speedup_vs_fp32"] == {"median": 1.0, "min": 0.97, "max": 1.04, "rounds": 3}
+    assert "FP32 as you train it is the answer" in verdict
+    assert "global mixed recipe infeasible (non-finite loss at step 4)" in verdict
 
 
 class ScriptedExecutor:
-    """Answers ``confirm`` with fixed rates and remembers what it was asked to time."""
+    """Answers ``confirm`` with fixed rates and the peer trial with a fixed result."""
 
-    def __init__(self, rates: dict[str, list[float]]) -> None:
-        self.rates = rates
-        self.asked: tuple[list[Policy], Policy | None] | None = None
+    def __init__(self, rates: dict[str, list[float]], peer: TrialResult) -> None:
+        self.rates, self.peer = rates, peer
+        self.asked: list[list[tuple[str, Policy | None]]] = []
 
-    def confirm(self, candidates, global_policy, rounds, block):
-        self.asked = (candidates, global_policy)
-        labels = ["fp32", "null", *(["global"] if global_policy else [])]
-        labels += [f"c{i}" for i in range(len(candidates))]
-        return Measurement(rates={label: self.rates[label] for label in labels})
+    def confirm(self, configs, rounds, block):
+        self.asked.append(configs)
+        return Measurement(rates={label: self.rates[label] for label, _ in configs})
+
+    def run_trial(self, policy, budget, peer=None):
+        assert policy is None and peer == "graph_rewrite"
+        return self.peer
 
 
 def scripted_study(trials: list[dict]) -> optuna.Study:
@@ -81,7 +103,7 @@ def scripted_study(trials: list[dict]) -> optuna.Study:
     return study
 
 
-def test_a_nan_global_recipe_is_reported_infeasible_never_as_a_ratio():
+def test_confirm_chooses_then_reports_fresh_rounds_with_peers_judged():
     study = scripted_study(
         [
             {"baseline": "fp32", "policy": FP32, "values": (1.0, 0.2), "feasible": True},
@@ -92,33 +114,43 @@ def test_a_nan_global_recipe_is_reported_infeasible_never_as_a_ratio():
                 "feasible": False,
                 "reason": "non-finite loss at step 4",
             },
-            {"policy": BIG, "values": (1.8, 0.1), "feasible": True},
+            {"policy": BIG_BF16, "values": (1.8, 0.1), "feasible": True},
         ]
     )
+    rewrite = TrialResult(policy=FP32.to_dict(), status="ok", fidelity_gap=0.3)
     executor = ScriptedExecutor(
-        {"fp32": [100] * 3, "null": [99, 100, 101], "c0": [170, 180, 190], "global": [1] * 3}
+        {
+            "fp32": [100] * 3,
+            "null": [99, 100, 101],
+            "c0": [170, 180, 190],
+            "best": [160, 165, 170],
+            "best_fp32": [120] * 3,
+            "graph_rewrite": [40] * 3,
+        },
+        rewrite,
     )
-    record = confirm(study, executor, rounds=3, block=10)
-    candidates, global_policy = executor.asked
-    assert global_policy is None and candidates == [BIG]
-    assert record.global_vs_fp32 is None and record.best_trial == 2
-    assert record.candidates[0]["speedup_vs_global_mixed"] is None
-    assert record.global_reason == "infeasible (non-finite loss at step 4)"
-    assert "global mixed recipe is infeasible (non-finite loss at step 4)" in record.verdict
-    assert study.user_attrs["confirmation"]["global_reason"] == record.global_reason
+    record = confirm(study, executor, Budget(steps=20), rounds=3, block=10)
+    selection, fresh = executor.asked
+    assert [label for label, _ in selection] == ["fp32", "null", "c0"]  # global: infeasible
+    assert [label for label, _ in fresh] == ["fp32", "null", "best", "best_fp32", "graph_rewrite"]
+    assert dict(fresh)["best_fp32"] == BIG_FP32 and dict(fresh)["graph_rewrite"] is None
+    assert record.best_trial == 2 and not record.best_is_fp32
+    # Reported from the fresh rounds, not the 1.80x it was chosen on.
+    assert record.best["speedup_vs_fp32"]["median"] == pytest.approx(1.65)
+    assert record.candidates[0]["speedup_vs_fp32"]["median"] == pytest.approx(1.8)
+    assert record.peers["global"]["status"] == "infeasible"
+    assert "vs_fp32" not in record.peers["global"]
+    assert record.peers["graph_rewrite"]["vs_fp32"]["median"] == pytest.approx(0.4)
+    assert Confirmation.from_dict(study.user_attrs["confirmation"]) == record
 
 
-def test_a_feasible_global_recipe_is_measured_and_confirmed_like_a_candidate():
+def test_a_rewrite_tensorflow_did_not_apply_is_not_available_not_a_ratio():
     study = scripted_study(
-        [
-            {"baseline": "fp32", "policy": FP32, "values": (1.0, 0.2), "feasible": True},
-            {"baseline": "global_bfloat16", "policy": BF16, "values": (1.3, 0.3), "feasible": True},
-        ]
+        [{"baseline": "fp32", "policy": FP32, "values": (1.0, 0.2), "feasible": True}]
     )
-    executor = ScriptedExecutor(
-        {"fp32": [100] * 3, "null": [100] * 3, "global": [90] * 3, "c0": [90] * 3}
-    )
-    record = confirm(study, executor, rounds=3, block=10)
-    assert executor.asked == ([BF16], BF16)
-    assert record.best_is_fp32 and record.global_vs_fp32["median"] == pytest.approx(0.9)
-    assert record.global_reason == ""
+    rewrite = TrialResult(policy=FP32.to_dict(), status="ok")
+    rewrite.numerics["rewrite_applied"] = False
+    executor = ScriptedExecutor({"fp32": [100] * 3, "null": [100] * 3}, rewrite)
+    record = confirm(study, executor, Budget(steps=20), rounds=3, block=10)
+    assert record.best_is_fp32 and record.peers["graph_rewrite"]["status"] == "not available"
+    assert "TensorFlow's graph rewrite not available" in record.verdict

@@ -132,4 +132,4 @@ def test_callables_spec_runs(tmp_path):
     result = runner.run_trial(Policy())
     # FP32 from the same weights and data order as the reference's first seed.
     assert result.status == "ok", result.reason
-    assert result.curve["loss"] == runner.reference(32).curves[0]
+    assert result.curve["loss"] == runner.reference().curves[0]

@@ -27,3 +27,14 @@ def test_readme_example_exists():
     install, _ = commands()
     example = install.split("precsearch run")[1].strip()
     assert (ROOT / example).is_file()
+
+
+def test_the_results_section_is_what_the_benchmark_files_say():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme", ROOT / "benchmarks" / "readme.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.results_section() in (ROOT / "README.md").read_text(), (
+        "README.md's Results differ from benchmarks/results/: run `python benchmarks/run.py readme`"
+    )

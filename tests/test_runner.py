@@ -93,13 +93,13 @@ def test_result_round_trips_through_json(runner):
 
 
 def test_references_are_cached_on_disk(runner):
-    ref = runner.reference(32)
+    ref = runner.reference()
     assert len(ref.curves) == 3 and all(len(c) == BUDGET.steps for c in ref.curves)
     files = list(runner.work_dir.glob("reference_*_bs32_none_30.json"))
     assert len(files) == 1
     fresh = Runner(runner.spec, work_dir=runner.work_dir, budget=BUDGET)
     t0 = time.perf_counter()
-    assert fresh.reference(32).curves == ref.curves
+    assert fresh.reference().curves == ref.curves
     assert time.perf_counter() - t0 < 1.0
 
 

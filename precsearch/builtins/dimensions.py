@@ -126,12 +126,13 @@ class BatchSize(Dimension):
 
 
 class JitCompile(Dimension):
-    """Whether to compile the training step with XLA."""
+    """Whether to compile the training step with XLA; the user's own setting first."""
 
     name = "jit_compile"
 
     def choices(self) -> dict[str, list[Any]]:
-        return {"jit_compile": [False, True]}
+        own = bool(self.info.get("jit_compile", False))
+        return {"jit_compile": [own, not own]}
 
     def write(self, params: dict[str, Any], draft: dict[str, Any]) -> None:
         draft["jit_compile"] = bool(params["jit_compile"])

@@ -15,9 +15,9 @@ class Measurement:
     """Samples/s of each configuration in each confirmation round (from the worker).
 
     Attributes:
-        rates: Label (``fp32``, ``null``, ``global``, ``c0``, ``c1``...) to samples/s,
-            one figure per round: the batch size over the median step of its block.
-        steps: Label to the steps in each of its timed blocks.
+        rates: Label (``fp32``, ``null``, ``c0``...) to samples/s, one figure per
+            round: the examples of one call over the median call of its block.
+        steps: Label to the calls in each of its timed blocks.
     """
 
     rates: dict[str, list[float]]
@@ -35,26 +35,34 @@ class Measurement:
 
 @dataclass
 class Confirmation:
-    """The confirmation's record: what was re-measured and what was chosen.
+    """The confirmation's record: what was re-measured, what was chosen, and how fast
+    the answer is, from rounds measured after the choice.
 
-    Stored as the study's ``confirmation`` user attr. Every speedup is a spread
-    ``{median, min, max, rounds}`` over rounds, a ratio within each round.
+    Stored as the study's ``confirmation`` user attr. Every ratio is a spread
+    ``{median, min, max, rounds}`` of samples/s ratios within rounds.
 
     Attributes:
-        rounds, block: How it was measured (block: least steps per timed block).
-        candidates: ``{trial, samples_per_s, speedup_vs_fp32, speedup_vs_global_mixed}``
-            per re-measured trial.
-        fp32_trial, global_trial: The baseline trials' numbers.
-        global_vs_fp32: The global recipe against FP32 (``None`` without one, or when it
-            did not train like FP32).
-        global_reason: Why the global recipe was not measured, e.g. ``"infeasible
-            (non-finite loss at step 4)"``.
-        null_vs_fp32: A second FP32 copy against FP32: the instrument's own error.
-        bar: The median a candidate had to beat (1 or the copy's max, whichever is more).
-        fp32_samples_per_s: FP32's median samples/s over the rounds.
+        rounds, block: How it was measured (block: least calls per timed block).
+        candidates: ``{trial, samples_per_s, speedup_vs_fp32}`` per candidate, from the
+            selection rounds (what the choice was made on).
+        fp32_trial: The FP32 baseline trial's number.
+        bar: The median a candidate had to beat in the selection: 1, or what a second
+            copy of FP32 reached there against FP32 (the instrument's error), whichever
+            is more.
         best_trial: The chosen trial (the FP32 baseline trial when nothing beat FP32).
-        best_is_fp32: Whether the answer is FP32.
-        best: The chosen policy's ``speedup_vs_fp32`` and ``speedup_vs_global_mixed``.
+        best_is_fp32: Whether the answer is the user's own FP32 training.
+        best: The answer in fresh rounds: ``speedup_vs_fp32`` (for FP32 the copy's
+            figures: what "1x" measures as here), ``speedup_vs_global_mixed``,
+            ``time_to_quality`` (the wall time to FP32's final loss, FP32's over the
+            answer's), ``precision`` and ``config`` (the speedup split into what low
+            precision adds at the answer's batch size and XLA setting, and what those
+            add to FP32), ``batch_size`` and ``jit_compile``.
+        null_vs_fp32: The FP32 copy against FP32 in the fresh rounds.
+        peers: Per peer (``global``: one global mixed policy with a float32 output;
+            ``graph_rewrite``: TensorFlow's own): ``{vs_fp32, status, reason, trial}``;
+            a peer that did not train like FP32 has ``status`` "infeasible" and no
+            ratio.
+        fp32_samples_per_s: FP32's median samples/s in the fresh rounds.
         verdict: The answer in one sentence.
     """
 
@@ -62,25 +70,24 @@ class Confirmation:
     block: int
     candidates: list[dict[str, Any]]
     fp32_trial: int
-    null_vs_fp32: dict[str, float]
     bar: float
-    fp32_samples_per_s: float
     best_trial: int
     best_is_fp32: bool
     best: dict[str, Any]
+    null_vs_fp32: dict[str, float]
+    peers: dict[str, dict[str, Any]]
+    fp32_samples_per_s: float
     verdict: str
-    global_trial: int | None = None
-    global_vs_fp32: dict[str, float] | None = None
-    global_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"record": "precsearch.confirmation/1", **json_safe(asdict(self))}
+        return {"record": "precsearch.confirmation/2", **json_safe(asdict(self))}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Confirmation | None:
-        """Inverse of :meth:`to_dict`; ``None`` for a study not confirmed yet."""
-        if not data:
+        """Inverse of :meth:`to_dict`; ``None`` for a study not confirmed yet (or
+        confirmed by a precsearch before this record's version: confirm it again)."""
+        if not data or data.get("record") != "precsearch.confirmation/2":
             return None
         return cls(**known_fields(cls, data))
 

@@ -70,6 +70,9 @@ class ModelInfo:
         output_layers: Ids of the layers that produce model outputs.
         batch_size: The model's own batch size.
         train_examples, val_examples: How many examples the data functions return.
+        jit_compile: Whether the user's training compiles with XLA (Keras's ``"auto"``
+            resolved on this machine).
+        steps_per_execution: The user's steps per train-function call.
         versions: TensorFlow and Keras versions.
         gpus: ``{name, compute_capability}`` per visible GPU.
     """
@@ -84,6 +87,8 @@ class ModelInfo:
     batch_size: int
     train_examples: int
     val_examples: int = 0
+    jit_compile: bool = False
+    steps_per_execution: int = 1
     versions: dict[str, str] = field(default_factory=dict)
     gpus: list[dict[str, Any]] = field(default_factory=list)
 

@@ -23,10 +23,17 @@ __all__ = [
 class Budget:
     """How much a trial trains and measures.
 
+    Every trial trains the same number of *examples*: ``steps`` steps of the user's own
+    batch size (:meth:`samples`), so a candidate at four times the batch size takes a
+    quarter of the steps. Timing counts train-function calls (one call is the user's
+    ``steps_per_execution`` steps).
+
     Args:
-        steps: Training steps of the candidate (and of each FP32 reference run).
-        warmup: Candidate steps after tracing that are not timed.
-        block: Steps in one timing block; FP32 and candidate blocks alternate.
+        steps: Training steps at the user's own batch size: the budget in samples.
+        warmup: Candidate calls after tracing that are not timed.
+        block: Calls in one timing block; FP32 and candidate blocks alternate. A
+            candidate trains at least ``warmup + 2 + block`` calls, so that one block
+            is timed whatever its batch size.
         max_blocks: Most FP32 blocks interleaved per trial (the candidate trains on,
             untimed, after that); ``None`` interleaves for the whole budget.
         ref_seeds: FP32 reference runs (data-order seeds) per batch size, at least 3.
@@ -55,6 +62,16 @@ class Budget:
             )
         if not self.watchdog > 1:
             raise UserInputError(f"budget watchdog is {self.watchdog!r}, expected > 1")
+
+    def samples(self, batch_size: int) -> int:
+        """The examples every trial trains on, given the user's own batch size."""
+        return self.steps * batch_size
+
+    def calls(self, samples_per_call: int, batch_size: int, timed: bool = True) -> int:
+        """Train-function calls that cover the budget at ``samples_per_call`` (at least
+        enough to time one block, when ``timed``)."""
+        calls = -(-self.samples(batch_size) // samples_per_call)
+        return max(calls, self.warmup + 2 + self.block) if timed else calls
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
@@ -89,8 +106,9 @@ class Fidelity:
 class StepStats:
     """Per-step times of one configuration, in seconds.
 
-    ``p10`` is the cost estimate (stalls only add time); ``samples_per_s`` is the batch
-    size over ``p10``.
+    Each time is one train-function call of ``steps_per_call`` steps (the user's
+    ``steps_per_execution``). ``p10`` is the cost estimate (stalls only add time);
+    ``samples_per_s`` is the examples of one call over ``p10``.
     """
 
     p10: float
@@ -100,6 +118,7 @@ class StepStats:
     n: int
     batch_size: int
     samples_per_s: float
+    steps_per_call: int = 1
 
 
 def _pick(values: list[Any], max_points: int) -> list[Any]:
@@ -134,8 +153,16 @@ class TrialResult:
             ``{median, min, max, n}``, the spread of the estimate.
         fp32: FP32 step statistics (at the model's own batch size).
         candidate: The candidate's step statistics (at the policy's batch size).
-        fidelity_gap: Distance from FP32 in units of the FP32 band (see objectives).
-        curve: ``{"batch_size", "samples", "loss"}``: loss per step by samples seen.
+        fidelity_gap: Distance from the user's FP32 training at equal samples, in units
+            of its band (see :mod:`precsearch.objectives`).
+        precision_gap: The same distance from FP32 at the candidate's own batch size and
+            XLA setting (one run): what precision alone changes. ``None`` when those
+            are the user's (then it is the fidelity gap).
+        time_to_quality: ``{target_loss, fp32_samples, samples, speedup}``: the samples
+            each needs to reach the FP32 training's final smoothed loss and the wall
+            time ratio (FP32's over the candidate's); ``speedup`` is ``None`` when the
+            candidate did not get there.
+        curve: ``{"batch_size", "samples", "loss"}``: loss per call by samples seen.
         val: ``{"loss", "metric", "metric_name"}`` when there is validation data.
         peak_memory_mb: Peak process RSS during the trial (CPU) or device memory (GPU).
         memory_kind: ``"rss"`` or ``"gpu"`` (``"rss (process lifetime)"`` where the
@@ -154,6 +181,8 @@ class TrialResult:
     fp32: StepStats | None = None
     candidate: StepStats | None = None
     fidelity_gap: float | None = None
+    precision_gap: float | None = None
+    time_to_quality: dict[str, Any] = field(default_factory=dict)
     curve: dict[str, Any] = field(default_factory=lambda: {"samples": [], "loss": []})
     val: dict[str, Any] = field(default_factory=dict)
     peak_memory_mb: float | None = None
@@ -192,11 +221,12 @@ class TrialResult:
 
 @dataclass
 class Reference:
-    """FP32 reference runs at one batch size and LR rule.
+    """FP32 runs at one batch size, LR rule and XLA setting, one per data-order seed.
 
     Attributes:
-        batch_size, lr_rule, steps: What was trained.
-        curves: Loss per step, one list per seed (seed i uses data order i).
+        batch_size, lr_rule, jit_compile, steps: What was trained (``steps``: calls).
+        samples_per_call: Examples per point of a curve (batch size x steps per call).
+        curves: Loss per call, one list per seed (seed i uses data order i).
         val_loss, val_metric: Final validation figures per seed (``None`` without
             validation data).
         metric_name: Name of the first compiled metric, if any.
@@ -211,6 +241,17 @@ class Reference:
     val_metric: list[float | None]
     metric_name: str | None = None
     seconds: float = 0.0
+    jit_compile: bool = False
+    samples_per_call: int = 0
+
+    def samples(self) -> list[int]:
+        """Samples seen at each point of the longest curve."""
+        per = self.samples_per_call or self.batch_size
+        return [per * (i + 1) for i in range(max(map(len, self.curves), default=0))]
+
+    def span(self) -> int:
+        """The samples the runs were given: the budget every candidate is judged at."""
+        return (self.samples_per_call or self.batch_size) * self.steps
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""

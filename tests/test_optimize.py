@@ -1,0 +1,62 @@
+"""The search loop with a scripted executor: repeats are not trials, an exhausted space
+stops the search (no TensorFlow)."""
+
+from __future__ import annotations
+
+import io
+
+import optuna
+
+from precsearch.optimize import make_objective
+from precsearch.options import SearchOptions
+from precsearch.plugins import create
+from precsearch.records import Budget, SpaceOptions, TrialResult
+from precsearch.space import SearchSpace
+from precsearch.study import _optimize
+from precsearch.testing import sample_model_info
+
+
+class Executor:
+    """Every policy trains like FP32 at a speedup set by its batch size."""
+
+    def __init__(self) -> None:
+        self.ran: list[dict] = []
+
+    def run_trial(self, policy, budget):
+        self.ran.append(policy.to_dict())
+        return TrialResult(
+            policy=policy.to_dict(), status="ok", speedup=policy.batch_size / 32, fidelity_gap=0.1
+        )
+
+
+def search(dimensions: list[str], trials: int, seed: int = 0):
+    info = sample_model_info()
+    space = SearchSpace(info, SpaceOptions(dtypes=["float32", "bfloat16"]), dimensions)
+    objectives = [create("objective", "speedup"), create("objective", "fidelity=1.0")]
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        directions=["maximize", "minimize"], sampler=optuna.samplers.RandomSampler(seed=seed)
+    )
+    executor = Executor()
+    objective = make_objective(space, executor, Budget(steps=20), objectives, seed)
+    options = SearchOptions(trials=trials)
+    notes = _optimize(study, objective, options, space, io.StringIO())
+    return study, executor, notes
+
+
+def test_repeats_of_a_measured_policy_are_not_counted_as_trials():
+    study, executor, notes = search(["layer_dtypes", "batch_size"], trials=6)
+    fresh = [t for t in study.trials if "duplicate_of" not in t.user_attrs]
+    assert len(fresh) == len(executor.ran) == 6 and not notes
+    keys = [tuple(sorted(t.params.items())) for t in fresh]
+    assert len(set(keys)) == 6  # every counted trial measured a policy of its own
+    for repeat in (t for t in study.trials if "duplicate_of" in t.user_attrs):
+        original = study.trials[repeat.user_attrs["duplicate_of"]]
+        assert repeat.params == original.params and repeat.values == original.values
+
+
+def test_an_exhausted_space_stops_the_search_with_a_note():
+    study, executor, notes = search(["jit_compile"], trials=10)
+    assert len(executor.ran) == 2  # XLA off and on: the whole space
+    assert notes and "proposes only policies it measured already (the space holds 2)" in notes[0]
+    assert all(t.state.name == "COMPLETE" for t in study.trials)
