@@ -46,6 +46,8 @@ def _quality_table() -> list[str]:
     ]
     for r in _rows("policy_quality.csv"):
         answer = "**FP32**" if r["best_is_fp32"] == "True" else r["best_policy"]
+        if answer == "fp32: rest":
+            answer = "float32 throughout"  # a batch size or XLA change alone
         config = f"{r['batch_size']}, {'on' if r['jit'] == 'True' else 'off'}"
         ttq = f"{float(r['time_to_quality']):.2f}x" if r["time_to_quality"] else "-"
         lines.append(
