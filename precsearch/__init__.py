@@ -13,6 +13,7 @@ from precsearch.policy import LossScale, Policy, load_policy
 __all__ = [
     "LossScale",
     "Policy",
+    "PolicyGuard",
     "PrecsearchError",
     "SearchResult",
     "TrialFailed",
@@ -33,4 +34,8 @@ def __getattr__(name: str):
         from precsearch import api
 
         return getattr(api, name)
+    if name == "PolicyGuard":  # imports TensorFlow: only training code asks for it
+        from precsearch.numerics import PolicyGuard
+
+        return PolicyGuard
     raise AttributeError(f"module 'precsearch' has no attribute {name!r}")

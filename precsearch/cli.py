@@ -230,6 +230,49 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from precsearch.doctor import diagnose, render
+    from precsearch.plugins import create
+    from precsearch.problem import Problem
+
+    if not Path(args.model_file).is_file():
+        raise UserInputError(f"{args.model_file}: no such model file")
+    problem = Problem(create("loader", args.loader).load(args.model_file), args.batch_size)
+    report = diagnose(problem)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from precsearch.train import train
+
+    if not Path(args.model_file).is_file():
+        raise UserInputError(f"{args.model_file}: no such model file")
+    runs = train(
+        args.model_file, args.policy, args.epochs, args.steps, args.fp32_baseline, args.out,
+        args.loader,
+    )  # fmt: skip
+    names = sorted({k for run in runs.values() for k in run["final"]})
+    print()
+    print(f"{'':<10}" + "".join(f"{n:>14}" for n in [*names, "seconds"]))
+    for label, run in runs.items():
+        cells = "".join(f"{run['final'].get(n, float('nan')):>14.4g}" for n in names)
+        print(f"{label:<10}{cells}{run['seconds']:>14.1f}")
+    stopped = [f"{label}: {run['stopped']}" for label, run in runs.items() if run["stopped"]]
+    for label, run in runs.items():
+        if run.get("saved_model"):
+            print(f"{label} SavedModel: {run['saved_model']}")
+    if stopped:
+        print("precsearch: error: " + "; ".join(stopped), file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
     parser = _Parser(
@@ -344,6 +387,34 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--model-file", help="the model file here (default: the study's path)")
     cmd.add_argument("--out", default="studies", help="folder for this worker's work files")
     cmd.set_defaults(func=_cmd_worker)
+
+    cmd = commands.add_parser(
+        "doctor",
+        help="check a model and this machine for mixed-precision pitfalls before searching",
+    )
+    cmd.add_argument("model_file", metavar="MODEL_FILE")
+    cmd.add_argument("--json", action="store_true", help="the report as JSON")
+    cmd.add_argument("--batch-size", type=_positive_int, help="the model's own batch size")
+    cmd.add_argument("--loader", default="model_file", metavar="NAME[=ARG]")
+    cmd.set_defaults(func=_cmd_doctor)
+
+    cmd = commands.add_parser(
+        "train",
+        help="train a model for real under a policy file, guarded, and export it",
+        description="Train MODEL_FILE under a policy (best_policy.json) with the numerics "
+        "guard, checkpoints of the float32 master weights and a SavedModel export.",
+    )
+    cmd.add_argument("model_file", metavar="MODEL_FILE")
+    cmd.add_argument("--policy", required=True, help="a policy file (best_policy.json)")
+    length = cmd.add_mutually_exclusive_group()
+    length.add_argument("--epochs", type=_positive_int, help="passes over the data (default 1)")
+    length.add_argument("--steps", type=_positive_int, help="training steps in all")
+    cmd.add_argument(
+        "--fp32-baseline", action="store_true", help="also train your FP32 setup, and compare"
+    )
+    cmd.add_argument("--out", default="train", help="folder for checkpoints, logs, SavedModel")
+    cmd.add_argument("--loader", default="model_file", metavar="NAME[=ARG]")
+    cmd.set_defaults(func=_cmd_train)
 
     cmd = commands.add_parser("plugins", help="list installed plugins by kind")
     cmd.set_defaults(func=_cmd_plugins)

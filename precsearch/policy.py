@@ -314,6 +314,14 @@ class Policy:
         model.compile(optimizer=self.wrap_optimizer(optimizer, model), **kwargs)
         return model
 
+    def callbacks(self, **kwargs: Any) -> list[Any]:
+        """The Keras callbacks a training run under this policy should use: a
+        :class:`precsearch.PolicyGuard` (``kwargs`` go to it), which stops training when
+        its numerics go wrong and says where."""
+        from precsearch.numerics import PolicyGuard
+
+        return [PolicyGuard(self, **kwargs)]
+
     def scaled_learning_rate(self, base_lr: float) -> float:
         """The learning rate for :attr:`batch_size` by :attr:`lr_rule`.
 
