@@ -21,78 +21,10 @@ from typing import Any
 
 from precsearch.hardware import describe, fast_dtypes
 from precsearch.layers import iter_layers
+from precsearch.numerics import FLOAT16_MAX, FLOAT16_TINY, probe
 from precsearch.policy import Policy
 
-__all__ = ["FLOAT16_MAX", "FLOAT16_TINY", "diagnose", "probe", "render"]
-
-FLOAT16_MAX = 65504.0
-FLOAT16_TINY = 6e-8  # the smallest float16 subnormal, about
-
-
-def probe(model: Any, data: tuple[Any, Any]) -> list[dict[str, Any]]:
-    """One training batch through ``model`` as it is; per layer: dtype, largest
-    activation and gradient, smallest non-zero gradient, and what is wrong, if anything.
-
-    Runs eagerly, each layer's ``call`` wrapped for the duration to keep its output.
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    x, y = data
-    outputs: dict[str, Any] = {}
-    patched = []
-    for record, layer in iter_layers(model):
-        if record.is_model or not record.floating:
-            continue
-        original = layer.call
-
-        def call(*args: Any, _id: str = record.id, _call: Any = original, **kwargs: Any) -> Any:
-            out = _call(*args, **kwargs)
-            if tf.is_tensor(out) and out.dtype.is_floating:
-                outputs[_id] = out
-            return out
-
-        layer.call = call
-        patched.append((layer, record))
-    try:
-        with tf.GradientTape() as tape:
-            y_pred = model(x, training=True)
-            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
-        ids = list(outputs)
-        grads = tape.gradient(loss, [outputs[i] for i in ids])
-    finally:
-        for layer, _ in patched:
-            del layer.call
-    rows = []
-    classes = {record.id: type(layer).__name__ for layer, record in patched}
-    for layer_id, grad in zip(ids, grads, strict=True):
-        act = np.abs(np.asarray(tf.cast(outputs[layer_id], tf.float32)))
-        g = np.abs(np.asarray(tf.cast(grad, tf.float32))) if grad is not None else None
-        nonzero = g[(g > 0) & np.isfinite(g)] if g is not None else np.array([])
-        row = {
-            "layer": layer_id,
-            "class": classes[layer_id],
-            "dtype": outputs[layer_id].dtype.name,
-            "max_activation": float(np.max(act, initial=0.0, where=np.isfinite(act))),
-            "max_gradient": float(np.max(g, initial=0.0, where=np.isfinite(g)))
-            if g is not None
-            else None,
-            "min_gradient": float(nonzero.min()) if nonzero.size else None,
-            "nonfinite": bool(
-                not np.isfinite(act).all() or (g is not None and not np.isfinite(g).all())
-            ),
-        }
-        row["problem"] = _problem(row)
-        rows.append(row)
-    return rows
-
-
-def _problem(row: dict[str, Any]) -> str:
-    if row["nonfinite"]:
-        return f"non-finite values in {row['dtype']}"
-    if row["dtype"] == "float16" and row["max_activation"] >= FLOAT16_MAX / 2:
-        return f"activations near float16's limit ({row['max_activation']:.3g} of 65504)"
-    return ""
+__all__ = ["diagnose", "probe", "render"]
 
 
 def _benchmark(tf: Any, gpu: bool) -> dict[str, Any]:

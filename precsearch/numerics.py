@@ -14,8 +14,8 @@ It stops training, within the step that went wrong, on
 
 with a message naming the likely layers: the first ones, in model order, whose weights
 went non-finite, and with probe data the layers whose activations or gradients leave the
-range of their dtype (:func:`precsearch.doctor.probe`). With a ``log_dir`` it writes the
-loss scale, skipped steps and gradient norm to TensorBoard.
+range of their dtype (:func:`probe`, also used by ``precsearch doctor``). With a
+``log_dir`` it writes the loss scale, skipped steps and gradient norm to TensorBoard.
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ import tensorflow as tf
 from precsearch.errors import PrecsearchError
 from precsearch.layers import iter_layers
 
-__all__ = ["NumericsError", "PolicyGuard"]
+__all__ = ["FLOAT16_MAX", "FLOAT16_TINY", "NumericsError", "PolicyGuard", "probe"]
+
+FLOAT16_MAX = 65504.0
+FLOAT16_TINY = 6e-8  # the smallest float16 subnormal, about
 
 
 class NumericsError(PrecsearchError):
@@ -87,13 +90,23 @@ class PolicyGuard(keras.callbacks.Callback):
             return
         original = optimizer.apply_gradients
         finite, norm = self._finite, self._norm
+        scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
         def apply_gradients(grads_and_vars: Any) -> Any:
             pairs = list(grads_and_vars)
             grads = [g for g, _ in pairs if g is not None]
             if grads:
-                finite.assign(tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads]))
+                ok = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+                finite.assign(ok)
                 norm.assign(tf.cast(tf.linalg.global_norm(grads), norm.dtype))
+                if not scaled:
+                    # A loss-scale optimizer skips such a step itself; without one the
+                    # step is left out here (zero gradients), so that the weights stay
+                    # finite for the last checkpoint and for the probe of the layers.
+                    pairs = [
+                        (None if g is None else tf.where(ok, g, tf.zeros_like(g)), v)
+                        for g, v in pairs
+                    ]
             return original(pairs)
 
         optimizer.apply_gradients = apply_gradients
@@ -158,13 +171,80 @@ class PolicyGuard(keras.callbacks.Callback):
     def _likely_layers(self) -> list[str]:
         found = []
         if self.probe_data is not None:
-            from precsearch.doctor import probe
-
             rows = probe(self.model, self.probe_data)
-            found = [r["layer"] for r in rows if r["problem"]]
+            # The layers after the first non-finite output follow it, and the gradients
+            # of those before the last non-finite gradient: name where it starts.
+            first = next((r["layer"] for r in rows if r["nonfinite_activation"]), None)
+            first = first or next((r["layer"] for r in rows[::-1] if r["nonfinite"]), None)
+            found = [r["layer"] for r in rows if r["problem"] and not r["nonfinite"]]
+            found = ([first] if first else []) + found
         for record, layer in iter_layers(self.model):
             if record.is_model or record.id in found:
                 continue
             if any(not np.isfinite(w).all() for w in layer.get_weights()):
                 found.append(record.id)
         return found
+
+
+def probe(model: Any, data: tuple[Any, Any]) -> list[dict[str, Any]]:
+    """One training batch through ``model`` as it is; per layer: dtype, largest
+    activation and gradient, smallest non-zero gradient, and what is wrong, if anything.
+
+    Runs eagerly, each layer's ``call`` wrapped for the duration to keep its output.
+    """
+    x, y = data
+    outputs: dict[str, Any] = {}
+    patched = []
+    for record, layer in iter_layers(model):
+        if record.is_model or not record.floating:
+            continue
+        original = layer.call
+
+        def call(*args: Any, _id: str = record.id, _call: Any = original, **kwargs: Any) -> Any:
+            out = _call(*args, **kwargs)
+            if tf.is_tensor(out) and out.dtype.is_floating:
+                outputs[_id] = out
+            return out
+
+        layer.call = call
+        patched.append((layer, record))
+    try:
+        with tf.GradientTape() as tape:
+            y_pred = model(x, training=True)
+            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
+        ids = list(outputs)
+        grads = tape.gradient(loss, [outputs[i] for i in ids])
+    finally:
+        for layer, _ in patched:
+            del layer.call
+    rows = []
+    classes = {record.id: type(layer).__name__ for layer, record in patched}
+    for layer_id, grad in zip(ids, grads, strict=True):
+        act = np.abs(np.asarray(tf.cast(outputs[layer_id], tf.float32)))
+        g = np.abs(np.asarray(tf.cast(grad, tf.float32))) if grad is not None else None
+        nonzero = g[(g > 0) & np.isfinite(g)] if g is not None else np.array([])
+        row = {
+            "layer": layer_id,
+            "class": classes[layer_id],
+            "dtype": outputs[layer_id].dtype.name,
+            "max_activation": float(np.max(act, initial=0.0, where=np.isfinite(act))),
+            "max_gradient": float(np.max(g, initial=0.0, where=np.isfinite(g)))
+            if g is not None
+            else None,
+            "min_gradient": float(nonzero.min()) if nonzero.size else None,
+            "nonfinite_activation": bool(not np.isfinite(act).all()),
+            "nonfinite": bool(
+                not np.isfinite(act).all() or (g is not None and not np.isfinite(g).all())
+            ),
+        }
+        row["problem"] = _problem(row)
+        rows.append(row)
+    return rows
+
+
+def _problem(row: dict[str, Any]) -> str:
+    if row["nonfinite"]:
+        return f"non-finite values in {row['dtype']}"
+    if row["dtype"] == "float16" and row["max_activation"] >= FLOAT16_MAX / 2:
+        return f"activations near float16's limit ({row['max_activation']:.3g} of 65504)"
+    return ""

@@ -47,12 +47,15 @@ def test_the_guard_stops_a_model_that_turns_nan_at_step_k_within_that_step(tmp_p
     policy = Policy(batch_size=32)
     model = problem.model_for(policy, seed=0)
     data = problem.dataset(32, seed=0)
-    guard = policy.callbacks(log_dir=tmp_path / "tb")[0]
+    probe_data = next(iter(data))
+    guard = policy.callbacks(log_dir=tmp_path / "tb", probe_data=probe_data)[0]
     history = model.fit(data, epochs=1, steps_per_epoch=20, callbacks=[guard], verbose=0)
     losses = history.history["loss"]
     assert guard.step == 4  # the first NaN step is the fourth, and training ended there
     assert "the loss became nan at step 4" in guard.stopped
-    assert "likely layers: poison" in guard.stopped
+    assert "likely layers: poison;" in guard.stopped  # not the layers it poisoned
+    # The step that went wrong was left out: the weights stay finite.
+    assert all(np.isfinite(w).all() for w in model.get_weights())
     assert not math.isfinite(losses[-1])
     assert list((tmp_path / "tb").iterdir())  # TensorBoard event file written
 

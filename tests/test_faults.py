@@ -134,7 +134,9 @@ def journal_cases(matrix: Matrix, out: Path) -> None:
             hang = 3 + 2  # three baselines, then nan, abort, hang
 
             def hanging() -> bool:
-                return (hang, "RUNNING", True) in states(study)
+                # Its parameters stored too: the duplicate count below compares them.
+                trials = study.get_trials(deepcopy=False)
+                return (hang, "RUNNING", True) in states(study) and bool(trials[hang].params)
 
             wait_for(hanging)
             completed = {n for n, state, _ in states(study) if state == "COMPLETE"}
