@@ -62,7 +62,7 @@ def measure(runner: Any, configs: list[tuple[str, Policy | None]], rounds: int, 
             Timed(
                 label=label,
                 model=(rewrite.build if peer else problem.model_for)(policy, seed=0),
-                iterator=iter(problem.dataset(policy.batch_size, seed=0)),
+                iterator=problem.iterator(policy.batch_size, seed=0),
                 samples_per_call=policy.batch_size * problem.steps_per_execution,
                 context=rewrite.context if peer else contextlib.nullcontext,
             )
@@ -174,11 +174,17 @@ def report(
     return best, verdict
 
 
+def _global_trial(trials: list[Any]) -> Any | None:
+    """The global recipe's trial: a completed one where there are several (a trial whose
+    worker died is retried, and the copy carries its label)."""
+    found = [t for t in trials if str(t.user_attrs.get("baseline", "")).startswith("global_")]
+    done = [t for t in found if t.state.name == "COMPLETE"]
+    return (done or found or [None])[0]
+
+
 def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[str, Any]]:
     trials = study.get_trials(deepcopy=False)
-    glob = next(
-        (t for t in trials if str(t.user_attrs.get("baseline", "")).startswith("global_")), None
-    )
+    glob = _global_trial(trials)
     peers: dict[str, dict[str, Any]] = {}
     if glob is not None:
         feasible = glob.state.name == "COMPLETE" and is_feasible(glob)
@@ -224,9 +230,7 @@ def confirm(
         if "duplicate_of" not in t.user_attrs and stored_policy(t) != base
     ]
     chosen = sorted(front, key=lambda t: -t.values[0])[:top]
-    glob = next(
-        (t for t in trials if str(t.user_attrs.get("baseline")).startswith("global_")), None
-    )
+    glob = _global_trial(trials)
     if glob is not None and is_feasible(glob) and glob not in chosen:
         chosen.append(glob)  # the global recipe competes too, when it trains like FP32
 

@@ -70,10 +70,11 @@ class InProcess:
         budget: Budget | None = None,
         fidelity: Fidelity | None = None,
         batch_size: int | None = None,
+        strategy: str = "none",
     ) -> None:
         from precsearch.runner import Runner
 
-        self.runner = Runner(spec, work_dir, budget, fidelity, batch_size)
+        self.runner = Runner(spec, work_dir, budget, fidelity, batch_size, strategy)
         self.model_info: ModelInfo = self.runner.info
         self._split = {key: self.runner.timings[key] for key in ("import", "build")}
 

@@ -12,7 +12,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_flags", "describe", "fast_dtypes"]
+__all__ = ["cpu_flags", "describe", "describe_fingerprint", "fast_dtypes", "fingerprint"]
 
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
@@ -68,3 +68,23 @@ def describe(gpus: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         "gpus": gpus or [],
         "machine": platform.machine(),
     }
+
+
+def fingerprint(gpus: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What decides speed figures here: CPU model and low-precision flags, GPUs.
+
+    Workers of one study must share it, or their speedups would not compare.
+    """
+    hw = describe(gpus)
+    return {
+        "cpu": hw["cpu"],
+        "cpu_low_precision_flags": hw["cpu_low_precision_flags"],
+        "gpus": sorted(g.get("name", "?") for g in hw["gpus"]),
+    }
+
+
+def describe_fingerprint(print_: dict[str, Any]) -> str:
+    """A fingerprint in words."""
+    flags = ", ".join(print_.get("cpu_low_precision_flags", [])) or "no vector flags of note"
+    gpus = ", ".join(print_.get("gpus", [])) or "no GPU"
+    return f"{print_.get('cpu', '?')} ({flags}; {gpus})"

@@ -30,6 +30,7 @@ __all__ = [
     "Timed",
     "interleave",
     "median",
+    "scalar",
     "spread",
     "step",
     "step_stats",
@@ -44,6 +45,14 @@ def median(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def scalar(value: Any) -> float:
+    """A model's scalar (loss scale, learning rate) as a float: also one held in a
+    variable mirrored across replicas (``float()`` refuses those)."""
+    import numpy as np
+
+    return float(np.asarray(value))
 
 
 def spread(values: list[float]) -> dict[str, float]:

@@ -20,15 +20,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from precsearch.errors import TrialFailed
+from precsearch.errors import StorageError, TrialFailed, one_line
 from precsearch.objectives import is_feasible
+from precsearch.options import SearchOptions
 from precsearch.records import Budget, TrialResult
 from precsearch.space import SearchSpace
+from precsearch.storage import redact, storage_failure
 
-__all__ = ["Progress", "make_objective", "make_sampler", "worker_seed"]
+__all__ = ["Progress", "make_objective", "make_sampler", "search_trials", "worker_seed"]
 
 MAX_CURVE_POINTS = 256
 EXTRA_PENALTY = 1e12
+STORAGE_RETRY_S = (1.0, 2.0, 4.0, 8.0)  # waits before giving up on a lost storage
 MAX_REPEATS = 50  # proposals in a row of measured policies before the search stops
 
 
@@ -188,3 +191,58 @@ def make_objective(
         return tuple(values)
 
     return objective
+
+
+def search_trials(
+    study: Any,
+    objective: Any,
+    options: SearchOptions,
+    space: SearchSpace,
+    progress: Any,
+    callbacks: list[Any],
+) -> list[str]:
+    """``study.optimize`` for ``options.trials`` new trials (repeats of a measured policy
+    do not count), quiet (a progress line per trial says what Optuna would log with a
+    traceback). A storage that fails mid-study is tried again after waits of
+    ``STORAGE_RETRY_S``; then the failure is one error. Returns notes for people."""
+    import optuna
+
+    if not options.trials:
+        return []
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    size = math.prod(len(values) for values in space.choices().values())
+    counter = Progress(options.trials, size, progress)
+    deadline = time.monotonic() + options.timeout if options.timeout else None
+    waits = list(STORAGE_RETRY_S)
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            study.optimize(
+                objective, timeout=left, catch=(TrialFailed,), callbacks=[counter, *callbacks]
+            )
+            break
+        except Exception as exc:
+            # Optuna can mask a storage error behind one of its own (an UnboundLocalError
+            # was seen when PostgreSQL went away mid-trial): look down the chain for it.
+            lost = storage_failure(exc)
+            if lost is None:
+                raise
+            what = redact(one_line(lost))
+            if not waits:
+                raise StorageError(
+                    f"the storage failed mid-study ({what}); the trials it completed are "
+                    "kept there: run again once it is back"
+                ) from exc
+            wait = waits.pop(0)
+            print(
+                f"storage lost ({what[:120]}); trying again in {wait:g} s",
+                file=progress or sys.stderr,
+                flush=True,
+            )
+            time.sleep(wait)
+    if counter.exhausted and counter.done < options.trials:
+        return [
+            f"stopped after {counter.done} new trials: the sampler proposes only policies "
+            f"it measured already (the space holds {size})"
+        ]
+    return []

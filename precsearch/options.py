@@ -65,6 +65,9 @@ class SearchOptions:
     exporters: list[str] = field(default_factory=list)
     loader: str = "model_file"
     env: dict[str, str] = field(default_factory=dict)
+    heartbeat: int = 60
+    gpu: int | None = None
+    strategy: str = "none"
 
     def resolved(self, config: dict[str, Any]) -> SearchOptions:
         """These options with gaps filled from a model file's ``precsearch_config``."""
@@ -85,6 +88,8 @@ class SearchOptions:
             raise UserInputError(f"--trials {filled.trials}: expected 0 or more")
         if filled.steps is not None and filled.steps < 1:
             raise UserInputError(f"--steps {filled.steps}: expected a positive integer")
+        if filled.gpu is not None and filled.in_process:
+            raise UserInputError("--gpu pins a worker process: it cannot go with --in-process")
         if filled.study_name is not None:
             check_study_name(filled.study_name)
         if filled.dtypes is not None:
@@ -96,7 +101,8 @@ class SearchOptions:
         """What every worker of a study must run the same way (stored in the study)."""
         keys = (
             "group_by", "dtypes", "steps", "tolerance", "sampler", "lr_rule", "batch_size",
-            "watchdog", "dimensions", "objectives", "loader", "trial_timeout",
+            "watchdog", "dimensions", "objectives", "loader", "trial_timeout", "heartbeat",
+            "strategy",
         )  # fmt: skip
         return {key: getattr(self, key) for key in keys}
 

@@ -12,12 +12,14 @@ TensorFlow is imported when a Problem is created, never at module import.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 from typing import Any
 
 from precsearch.errors import UserInputError, is_resource_problem, missing_module, one_line
+from precsearch.instrument import scalar
 from precsearch.layers import model_layers
 from precsearch.policy import Policy
 from precsearch.records import ModelInfo, ModelSpec
@@ -36,6 +38,14 @@ def import_tensorflow() -> Any:
         import tensorflow as tf
     except ModuleNotFoundError as exc:
         raise missing_module(exc, "precsearch (to build and train models)") from None
+    replicas = int(os.environ.get("PRECSEARCH_CPU_REPLICAS") or 0)
+    if replicas > 1:
+        # Several logical CPUs, to run data-parallel code without GPUs (tests): possible
+        # only before TensorFlow has set its devices up.
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        with contextlib.suppress(RuntimeError):
+            config = tf.config.LogicalDeviceConfiguration
+            tf.config.set_logical_device_configuration(cpu, [config() for _ in range(replicas)])
     return tf
 
 
@@ -45,6 +55,8 @@ class Problem:
     Args:
         spec: Where the model and data come from.
         batch_size: The model's own batch size (default: ``precsearch_config`` or 32).
+        strategy: ``"none"``, or ``"mirrored"``: every model trains data-parallel under
+            ``tf.distribute.MirroredStrategy`` over the visible GPUs (or logical CPUs).
 
     Attributes:
         keras, tf: The modules, imported here.
@@ -57,11 +69,14 @@ class Problem:
             contract (wrong type, batched data, data that does not fit, no loss).
     """
 
-    def __init__(self, spec: ModelSpec, batch_size: int | None = None) -> None:
+    def __init__(
+        self, spec: ModelSpec, batch_size: int | None = None, strategy: str = "none"
+    ) -> None:
         self.tf = import_tensorflow()
         import keras
 
         self.keras = keras
+        self.strategy = self._strategy(strategy)
         self.spec = spec
         self.batch_size = batch_size or int(spec.config.get("batch_size", 32))
         keras.utils.set_random_seed(0)
@@ -74,6 +89,25 @@ class Problem:
         self._check_data_fits(model)
         self.initial_weights = model.get_weights()
         self.info = self._model_info(model)
+
+    def _strategy(self, name: str) -> Any:
+        if name == "none":
+            return None
+        if name != "mirrored":
+            raise UserInputError(f"--strategy {name!r}: expected none or mirrored")
+        tf = self.tf
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy(devices=[d.name for d in devices])
+
+    def _scope(self) -> Any:
+        return self.strategy.scope() if self.strategy else contextlib.nullcontext()
+
+    def iterator(self, batch_size: int, seed: int) -> Any:
+        """An iterator over :meth:`dataset`, split across replicas under a strategy."""
+        data = self.dataset(batch_size, seed)
+        if self.strategy is not None:
+            data = self.strategy.experimental_distribute_dataset(data)
+        return iter(data)
 
     def _where(self, function: str) -> str:
         return f"{self.spec.source}: {function}()"
@@ -225,6 +259,7 @@ class Problem:
             val_examples=self.n_val,
             jit_compile=self.jit_compile,
             steps_per_execution=self.steps_per_execution,
+            replicas=self.strategy.num_replicas_in_sync if self.strategy else 1,
             versions={"tensorflow": self.tf.__version__, "keras": self.keras.__version__},
             gpus=self._gpus(),
         )
@@ -277,16 +312,24 @@ class Problem:
         """
         keras = self.keras
         keras.utils.set_random_seed(seed)
-        model = self.build()
-        model.set_weights(self.initial_weights)
-        kwargs = self.compile_kwargs()
-        optimizer = kwargs.pop("optimizer")
-        schedule = keras.optimizers.schedules.LearningRateSchedule
-        if not isinstance(getattr(optimizer, "_learning_rate", None), schedule):
-            optimizer.learning_rate = policy.scaled_learning_rate(float(optimizer.learning_rate))
-        policy.compile(model, optimizer=optimizer, **kwargs)
-        model.optimizer.build(model.trainable_variables)
-        model.make_train_function()
+        with self._scope():
+            model = self.build()
+            model.set_weights(self.initial_weights)
+            kwargs = self.compile_kwargs()
+            optimizer = kwargs.pop("optimizer")
+            schedule = keras.optimizers.schedules.LearningRateSchedule
+            if not isinstance(getattr(optimizer, "_learning_rate", None), schedule):
+                lr = policy.scaled_learning_rate(scalar(optimizer.learning_rate))
+                optimizer.learning_rate = lr
+            policy.compile(model, optimizer=optimizer, **kwargs)
+            model.optimizer.build(model.trainable_variables)
+            if self.strategy is not None:
+                # Keras resolves a metric named "accuracy" on its first update; inside a
+                # replica that fails ("must feed a value for placeholder"): do it here.
+                x, y = next(iter(self.train_examples.batch(2)))[:2]
+                model.compute_metrics(x, y, model(x), sample_weight=None)
+                model.reset_metrics()
+            model.make_train_function()
         return model
 
     def restore(self, model: Any, optimizer_state: list[Any]) -> None:

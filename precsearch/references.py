@@ -101,7 +101,7 @@ class References:
         for seed in range(seeds):
             if seed:
                 problem.restore(model, optimizer_state)
-            iterator = iter(problem.dataset(batch_size, seed=seed))
+            iterator = problem.iterator(batch_size, seed=seed)
             losses = []
             for _ in range(calls):
                 losses.append(step(model, iterator)[1])

@@ -53,6 +53,7 @@ class Runner:
         budget: Default budget of each trial.
         fidelity: How closely trials must follow FP32.
         batch_size: The model's own batch size (default: ``precsearch_config`` or 32).
+        strategy: ``"none"`` or ``"mirrored"`` (see :class:`~precsearch.problem.Problem`).
 
     Attributes:
         problem: The model and data.
@@ -70,13 +71,14 @@ class Runner:
         budget: Budget | None = None,
         fidelity: Fidelity | None = None,
         batch_size: int | None = None,
+        strategy: str = "none",
     ) -> None:
         t0 = time.perf_counter()
         import_tensorflow()  # timed on its own: the import split
 
         self.timings: dict[str, float] = {"import": time.perf_counter() - t0}
         t0 = time.perf_counter()
-        self.problem = Problem(spec, batch_size)
+        self.problem = Problem(spec, batch_size, strategy)
         self.timings["build"] = time.perf_counter() - t0
         self.spec = spec
         self.info = self.problem.info
@@ -101,7 +103,7 @@ class Runner:
         if self._timing is None:
             problem = self.problem
             model = problem.model_for(problem.baseline(), seed=0)
-            iterator = iter(problem.dataset(problem.batch_size, seed=0))
+            iterator = problem.iterator(problem.batch_size, seed=0)
             for _ in range(1 + self.budget.warmup):
                 step(model, iterator)
             self._timing = (model, iterator)
@@ -164,7 +166,7 @@ class Runner:
         problem = self.problem
         policy = problem.normalise(policy)
         model = problem.model_for(policy, seed=0)
-        iterator = iter(problem.dataset(policy.batch_size, seed=0))
+        iterator = problem.iterator(policy.batch_size, seed=0)
         per_call = policy.batch_size * problem.steps_per_execution
         losses = []
         for _ in range(self.budget.calls(per_call, problem.batch_size, timed=False)):

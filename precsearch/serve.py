@@ -71,6 +71,7 @@ def main() -> None:
                     budget=Budget(**message["budget"]),
                     fidelity=Fidelity(**message["fidelity"]),
                     batch_size=message["batch_size"],
+                    strategy=message.get("strategy", "none"),
                 )
                 reply(
                     {

@@ -9,6 +9,7 @@ journal, by host and process id, when a killed run is resumed.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import socket
@@ -17,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.errors import UserInputError, causes, missing_module, one_line
+from precsearch.files import write_text_atomic
 
 __all__ = [
     "fail_stale_trials",
     "find_study",
     "open_storage",
+    "SharedReferences",
+    "create_or_load",
     "open_study",
     "redact",
     "storage_failure",
@@ -31,8 +35,14 @@ PASSWORD = re.compile(r"(://[^/:@\s]*:)[^/\s]*@")
 STARTING_GRACE_S = 60.0  # a trial records its host within milliseconds of starting
 
 
-def open_storage(storage: str | None, study_dir: Path) -> Any:
-    """An Optuna storage: a journal file by default, an RDB URL with heartbeats."""
+def open_storage(storage: str | None, study_dir: Path, heartbeat: int = 60) -> Any:
+    """An Optuna storage: a journal file by default, an RDB URL with heartbeats.
+
+    On an RDB storage every running trial beats every ``heartbeat`` seconds; one silent
+    for five beats (its worker died, even by ``kill -9``) is failed by the next worker
+    to start a trial, and retried once (Optuna's ``RetryHeartbeatStaleTrialCallback``).
+    Connections are checked before use, so a server that restarts is found again.
+    """
     import optuna
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
@@ -45,7 +55,15 @@ def open_storage(storage: str | None, study_dir: Path) -> Any:
     try:
         with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(storage, heartbeat_interval=60, grace_period=300)
+            return optuna.storages.RDBStorage(
+                storage,
+                engine_kwargs={"pool_pre_ping": True},
+                heartbeat_interval=heartbeat,
+                grace_period=5 * heartbeat,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                    max_retry=1
+                ),
+            )
     except ModuleNotFoundError as exc:
         raise missing_module(exc, f"--storage {redact(storage)}") from None
     except (SQLAlchemyError, optuna.exceptions.OptunaError, ValueError, OSError) as exc:
@@ -72,16 +90,30 @@ def open_study(
     name: str, storage: Any, sampler: Any = None, directions: list[str] | None = None
 ) -> Any:
     """Create or resume the study ``name`` (speedup up, fidelity gap down by default)."""
+    return create_or_load(name, storage, sampler, directions)[0]
+
+
+def create_or_load(
+    name: str, storage: Any, sampler: Any = None, directions: list[str] | None = None
+) -> tuple[Any, bool]:
+    """``(study, created)``: the study ``name``, and whether this call created it.
+
+    Creation is atomic in the storage (a unique study name), so of several processes
+    racing to create one study exactly one is told ``created``: the one that sets it up.
+    """
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.create_study(
-        study_name=name,
-        storage=storage,
-        sampler=sampler,
-        directions=directions or ["maximize", "minimize"],
-        load_if_exists=True,
-    )
+    try:
+        study = optuna.create_study(
+            study_name=name,
+            storage=storage,
+            sampler=sampler,
+            directions=directions or ["maximize", "minimize"],
+        )
+        return study, True
+    except optuna.exceptions.DuplicatedStudyError:
+        return optuna.load_study(study_name=name, storage=storage, sampler=sampler), False
 
 
 def _pid_alive(pid: int) -> bool:
@@ -108,6 +140,8 @@ def fail_stale_trials(study: Any, journal: bool, grace: float = STARTING_GRACE_S
     host = socket.gethostname()
     now = datetime.datetime.now()
     failed = []
+    storage = study._storage
+    retry = getattr(storage, "get_heartbeat_stale_trial_callback", lambda: None)()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner, pid = trial.user_attrs.get("host"), trial.user_attrs.get("pid")
         if owner is None:
@@ -116,7 +150,6 @@ def fail_stale_trials(study: Any, journal: bool, grace: float = STARTING_GRACE_S
                 continue
         elif owner != host or pid is None or _pid_alive(pid):
             continue
-        storage = study._storage
         try:
             storage.set_trial_user_attr(trial._trial_id, "status", "failed")
             storage.set_trial_user_attr(
@@ -128,6 +161,8 @@ def fail_stale_trials(study: Any, journal: bool, grace: float = STARTING_GRACE_S
         # The journal drops, rather than refuses, a change to a trial finished meanwhile.
         if storage.get_trial(trial._trial_id).state == TrialState.FAIL:
             failed.append(trial.number)
+            if retry is not None:  # as if its heartbeat had stopped: retried the same way
+                retry(study, storage.get_trial(trial._trial_id))
     return failed
 
 
@@ -162,3 +197,45 @@ def find_study(
     except KeyError:
         raise UserInputError(f"{name_or_dir}: no study named {name!r} in that storage") from None
     return study, folder
+
+
+class SharedReferences:
+    """FP32 reference runs kept in the study's storage, so that a worker on another
+    machine reads them instead of training them again.
+
+    The runs are cached as files in each machine's work folder (keyed on the model
+    file's fingerprint, batch size, LR rule, XLA and length); after each trial the new
+    files go into the study's user attrs, and a joining worker writes those into its
+    folder before its first trial.
+    """
+
+    PREFIX = "reference:"
+
+    def __init__(self, study: Any, work_dir: Path) -> None:
+        self.study = study
+        self.work_dir = Path(work_dir)
+        self._stored: set[str] = set()
+
+    def download(self) -> int:
+        """Write the study's stored runs into the work folder; return how many."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        count = 0
+        for key, value in self.study.user_attrs.items():
+            if key.startswith(self.PREFIX):
+                self._stored.add(key)
+                path = self.work_dir / key[len(self.PREFIX) :]
+                if not path.exists():
+                    write_text_atomic(path, json.dumps(value))
+                    count += 1
+        return count
+
+    def upload(self) -> None:
+        """Store the work folder's runs that the study does not have yet."""
+        for path in sorted(self.work_dir.glob("reference_*.json")):
+            key = self.PREFIX + path.name
+            if key not in self._stored:
+                self.study.set_user_attr(key, json.loads(path.read_text()))
+                self._stored.add(key)
+
+    def __call__(self, study: Any, trial: Any) -> None:
+        self.upload()

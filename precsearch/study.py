@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import time
@@ -25,20 +24,21 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.confirm import confirm
-from precsearch.errors import StorageError, TrialFailed, UserInputError, one_line
+from precsearch.errors import TrialFailed, UserInputError, one_line
 from precsearch.export import best_policy_with_manifest, write_trials_csv
-from precsearch.optimize import Progress, make_objective, make_sampler, worker_seed
+from precsearch.hardware import describe_fingerprint, fingerprint
+from precsearch.optimize import make_objective, make_sampler, search_trials, worker_seed
 from precsearch.options import DEFAULT_EXPORTERS, SearchOptions, check_study_name
 from precsearch.plugins import create, get
 from precsearch.records import Fidelity, ModelInfo, ModelSpec, SpaceOptions, TrialResult, Winner
 from precsearch.space import SearchSpace
 from precsearch.storage import (
+    SharedReferences,
+    create_or_load,
     fail_stale_trials,
     find_study,
     open_storage,
-    open_study,
     redact,
-    storage_failure,
 )
 
 __all__ = ["StudyRun", "default_study_name", "export_winner", "run_study", "worker_options"]
@@ -100,14 +100,21 @@ def _open_search(
     options: SearchOptions,
     objectives: list[Any],
     model_file: str,
-) -> Any:
-    """Create the study, or resume it if it was made with the same search space."""
+) -> tuple[Any, bool]:
+    """``(study, created)``: create the study, or join it if it was made with the same
+    search space on the same kind of hardware.
+
+    Raises:
+        UserInputError: Another search space, or other hardware: speed figures measured
+            on different machines do not compare.
+    """
     budget = options.budget()
     sampler = make_sampler(options.sampler, space, options.seed, options.trials)
     described = {**space.describe(), "objectives": [o.name for o in objectives]}
-    study = open_study(name, storage, sampler, [o.direction for o in objectives if o.direction])
-    stored = study.user_attrs.get("space")
-    if stored is None:
+    directions = [o.direction for o in objectives if o.direction]
+    study, created = create_or_load(name, storage, sampler, directions)
+    here = fingerprint(info.gpus)
+    if created or study.user_attrs.get("space") is None:
         study.set_user_attr("space", described)
         study.set_user_attr("model_file", model_file)
         study.set_user_attr("loader", options.loader)
@@ -115,55 +122,30 @@ def _open_search(
         study.set_user_attr("tolerance", float(options.tolerance))
         study.set_user_attr("model_info", info.to_dict())
         study.set_user_attr("options", {**options.shared(), "dtypes": space.dtypes})
-    elif stored != described:
+        study.set_user_attr("hardware", here)
+        return study, created
+    stored = study.user_attrs["space"]
+    if stored != described:
         changed = sorted(k for k in described if stored.get(k) != described[k])
         raise UserInputError(
             f"study {name!r} was created with another search space (differs in "
             f"{', '.join(changed)}); resume it with the same options or pick a new "
             "--study-name"
         )
-    elif study.user_attrs.get("budget") != budget.to_dict():
+    theirs = study.user_attrs.get("hardware")
+    if theirs is not None and theirs != here:
+        raise UserInputError(
+            f"study {name!r} measures speed on {describe_fingerprint(theirs)}; this machine "
+            f"is {describe_fingerprint(here)}: its figures would not compare. Run a study "
+            "per kind of machine (another --study-name)"
+        )
+    if study.user_attrs.get("budget") != budget.to_dict():
         warnings.warn(
             f"study {name!r} was run with budget {study.user_attrs.get('budget')}; "
             f"this run uses {budget.to_dict()}: their trials are not comparable",
             stacklevel=3,
         )
-    return study
-
-
-def _optimize(
-    study: Any, objective: Any, options: SearchOptions, space: SearchSpace, progress: Any
-) -> list[str]:
-    """``study.optimize`` for ``options.trials`` new trials (repeats of a measured policy
-    do not count), quiet (a progress line per trial says what Optuna would log with a
-    traceback), and with a storage failure said as one. Returns notes for people."""
-    import optuna
-
-    if not options.trials:
-        return []
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    size = math.prod(len(values) for values in space.choices().values())
-    counter = Progress(options.trials, size, progress)
-    try:
-        study.optimize(
-            objective, timeout=options.timeout, catch=(TrialFailed,), callbacks=[counter]
-        )
-    except Exception as exc:
-        # Optuna can mask a storage error behind one of its own (an UnboundLocalError was
-        # seen when PostgreSQL went away mid-trial): look down the chain for the cause.
-        lost = storage_failure(exc)
-        if lost is None:
-            raise
-        raise StorageError(
-            f"the storage failed mid-study ({redact(one_line(lost))}); the trials it "
-            "completed are kept there: run again once it is back"
-        ) from exc
-    if counter.exhausted and counter.done < options.trials:
-        return [
-            f"stopped after {counter.done} new trials: the sampler proposes only policies "
-            f"it measured already (the space holds {size})"
-        ]
-    return []
+    return study, created
 
 
 def _executor(
@@ -174,9 +156,12 @@ def _executor(
 
     budget = options.budget()
     fidelity = Fidelity(tolerance=float(options.tolerance))
+    env = dict(options.env)
+    if options.gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(options.gpu)  # this worker sees one GPU
     if options.in_process:
         spec = spec or create("loader", options.loader).load(model_path)
-        return InProcess(spec, work_dir, budget, fidelity, options.batch_size)
+        return InProcess(spec, work_dir, budget, fidelity, options.batch_size, options.strategy)
     return Worker(
         model_path,
         work_dir,
@@ -184,8 +169,9 @@ def _executor(
         fidelity,
         options.batch_size,
         trial_timeout=options.trial_timeout,
-        env=options.env,
+        env=env,
         loader=options.loader,
+        strategy=options.strategy,
     )
 
 
@@ -238,7 +224,7 @@ def run_study(
     )
     study_dir = Path(options.out) / name
     budget = options.budget()
-    storage = open_storage(options.storage, study_dir)
+    storage = open_storage(options.storage, study_dir, options.heartbeat)
     paths = {
         "study folder": study_dir,
         "storage": redact(options.storage) if options.storage else study_dir / "study.journal",
@@ -256,7 +242,7 @@ def run_study(
             SpaceOptions(group_by=options.group_by, dtypes=options.dtypes, lr_rule=options.lr_rule),
             options.dimensions,
         )
-        study = _open_search(
+        study, created = _open_search(
             name,
             storage,
             space,
@@ -265,23 +251,27 @@ def run_study(
             objectives,
             model_file=str(model_path) if model_path else spec.source,
         )
+        share = SharedReferences(study, study_dir / "work")
+        share.download()
         journal = options.storage is None or "://" not in options.storage
         stale = fail_stale_trials(study, journal=journal)
         notes = list(space.options.notes)
         if stale:
             notes.append(f"marked trials {stale} failed: their run was killed")
-        for label, params in space.baselines():
-            study.enqueue_trial(params, user_attrs={"baseline": label}, skip_if_exists=True)
+        if created:  # only the process that created the study: creators may race
+            for label, params in space.baselines():
+                study.enqueue_trial(params, user_attrs={"baseline": label}, skip_if_exists=True)
         before = {
             t.number for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING
         }
 
-        notes += _optimize(
+        notes += search_trials(
             study,
             make_objective(space, executor, budget, objectives, options.seed),
             options,
             space,
             progress,
+            [share],
         )
 
         if options.confirm_top > 0:
@@ -332,13 +322,16 @@ def worker_options(
     trials: int | None = None,
     timeout: float | None = None,
     model_file: str | None = None,
+    gpu: int | None = None,
+    confirm_top: int = 0,
+    rounds: int = 5,
 ) -> tuple[str, SearchOptions]:
-    """The model file and options for one more worker of an existing shared study.
+    """The model file and options for one more process on an existing shared study.
 
-    Everything that defines the study comes from the study itself; this worker runs
-    trials only (the confirmation is left to a ``run``, say ``run --trials 0``), and
-    its sampler seed is drawn from host, process and time (:func:`worker_seed`), so
-    that workers do not propose the same trials.
+    Everything that defines the study comes from the study itself. A worker runs trials
+    only (``confirm_top=0``); ``precsearch finish`` runs none and confirms. The sampler
+    seed is drawn from host, process and time (:func:`worker_seed`), so that workers do
+    not propose the same trials.
 
     Raises:
         UserInputError: No such study, one made before workers existed, or no model file.
@@ -363,6 +356,8 @@ def worker_options(
         storage=storage,
         out=out,
         seed=worker_seed(),
-        confirm_top=0,
+        confirm_top=confirm_top,
+        rounds=rounds,
+        gpu=gpu,
     )
     return path, options

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from precsearch.instrument import interleave, median, step, step_stats
+from precsearch.instrument import interleave, median, scalar, step, step_stats
 from precsearch.memory import PeakMemory
 from precsearch.objectives import judge, precision_gap, time_to_quality
 from precsearch.policy import Policy
@@ -82,7 +82,7 @@ def run_trial(
 
     t0 = time.perf_counter()
     model = (build or problem.model_for)(policy, seed=0)
-    iterator = iter(problem.dataset(batch_size, seed=0))
+    iterator = problem.iterator(batch_size, seed=0)
     timings["build"] = time.perf_counter() - t0
 
     optimizer = model.optimizer
@@ -98,12 +98,12 @@ def run_trial(
 
     def candidate_step() -> float:
         nonlocal skipped
-        before = float(optimizer.dynamic_scale) if lso else None
+        before = scalar(optimizer.dynamic_scale) if lso else None
         with context():
             seconds, loss = step(model, iterator)
         losses.append(loss)
         if lso:
-            after = float(optimizer.dynamic_scale)
+            after = scalar(optimizer.dynamic_scale)
             scales.append(after)
             if before is not None and after < before:
                 skipped += 1

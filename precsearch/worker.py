@@ -59,6 +59,7 @@ class Worker:
         trial_timeout: Wall-clock seconds a trial may take before its worker is killed.
         env: Extra environment variables for the worker.
         loader: The loader plugin (``NAME`` or ``NAME=ARG``) that reads ``model_file``.
+        strategy: ``"none"`` or ``"mirrored"``: data-parallel trials over the GPUs.
         max_growth: Restart the worker after a trial once its resident memory has grown
             by more than this share since its first trial (TensorFlow keeps a little of
             every traced step; see :mod:`precsearch.memory`).
@@ -75,8 +76,10 @@ class Worker:
         env: dict[str, str] | None = None,
         loader: str = "model_file",
         max_growth: float = 0.5,
+        strategy: str = "none",
     ) -> None:
         self.loader = loader
+        self.strategy = strategy
         self.max_growth = max_growth
         self._first_rss: float | None = None
         self.model_file = str(Path(model_file).resolve())
@@ -149,6 +152,7 @@ class Worker:
                 "budget": self.budget.__dict__,
                 "fidelity": self.fidelity.__dict__,
                 "batch_size": self.batch_size,
+                "strategy": self.strategy,
             }
         )
         reply = self._receive(READY_TIMEOUT, "starting")

@@ -7,12 +7,11 @@ import io
 
 import optuna
 
-from precsearch.optimize import make_objective
+from precsearch.optimize import make_objective, search_trials
 from precsearch.options import SearchOptions
 from precsearch.plugins import create
 from precsearch.records import Budget, SpaceOptions, TrialResult
 from precsearch.space import SearchSpace
-from precsearch.study import _optimize
 from precsearch.testing import sample_model_info
 
 
@@ -40,7 +39,7 @@ def search(dimensions: list[str], trials: int, seed: int = 0):
     executor = Executor()
     objective = make_objective(space, executor, Budget(steps=20), objectives, seed)
     options = SearchOptions(trials=trials)
-    notes = _optimize(study, objective, options, space, io.StringIO())
+    notes = search_trials(study, objective, options, space, io.StringIO(), [])
     return study, executor, notes
 
 

@@ -98,3 +98,24 @@ def test_group_by_type_on_mobilenet_v2_is_one_parameter_per_class():
     assert (
         assigned["block_3_expand"] == "mixed_bfloat16" and assigned["block_4_expand"] == "float32"
     )
+
+
+@pytest.mark.slow
+def test_a_trial_trains_data_parallel_under_the_mirrored_strategy(tmp_path):
+    """Two logical CPU devices stand in for two GPUs."""
+    import os
+    import subprocess
+    import sys
+
+    args = [
+        "run", str(MODELS / "mlp.py"), "--strategy", "mirrored", "--out", str(tmp_path),
+        "--trials", "2", "--steps", "20", "--dtypes", "float32,bfloat16", "--confirm", "0",
+    ]  # fmt: skip
+    env = {**os.environ, "PRECSEARCH_CPU_REPLICAS": "2"}
+    done = subprocess.run(
+        [sys.executable, "-m", "precsearch", *args], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = open_study("mlp", open_storage(None, tmp_path / "mlp"))
+    assert study.user_attrs["model_info"]["replicas"] == 2
+    assert [t.user_attrs["status"] for t in study.trials] == ["ok", "ok"]

@@ -73,6 +73,7 @@ class ModelInfo:
         jit_compile: Whether the user's training compiles with XLA (Keras's ``"auto"``
             resolved on this machine).
         steps_per_execution: The user's steps per train-function call.
+        replicas: Data-parallel replicas every model trains on (``--strategy``).
         versions: TensorFlow and Keras versions.
         gpus: ``{name, compute_capability}`` per visible GPU.
     """
@@ -89,6 +90,7 @@ class ModelInfo:
     val_examples: int = 0
     jit_compile: bool = False
     steps_per_execution: int = 1
+    replicas: int = 1
     versions: dict[str, str] = field(default_factory=dict)
     gpus: list[dict[str, Any]] = field(default_factory=list)
 
