@@ -45,6 +45,42 @@ class SearchResult:
         best = self.confirmation.verdict if self.confirmation else "not confirmed yet"
         return f"<SearchResult {self.study.study_name!r}: {len(self.study.trials)} trials; {best}>"
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the verdict, the Pareto front as a table, and its plot."""
+        import html
+
+        from precsearch.figures import pareto_svg
+
+        record = self.confirmation
+        verdict = record.verdict if record else "not confirmed yet"
+        pareto = self.pareto
+        table = (
+            pareto.to_html(index=False, float_format=lambda v: f"{v:.3g}")
+            if len(pareto)
+            else "<p>No feasible trial yet: nothing trained like FP32 within the tolerance.</p>"
+        )
+        return (
+            f"<div><b>precsearch study {html.escape(self.study.study_name)}</b>: "
+            f"{len(self.study.trials)} trials; {html.escape(verdict)}."
+            f"<div style='display:flex;gap:1em;align-items:flex-start'>"
+            f"<div>{table}</div>{pareto_svg(self.study)}</div>"
+            f"<small>{html.escape(str(self.study_dir / 'report.html'))}: the whole report"
+            "</small></div>"
+        )
+
+    def plot(self) -> Any:
+        """The interactive Pareto plot (a plotly figure; error bars from the
+        confirmation)."""
+        from precsearch.figures import pareto_figure
+
+        return pareto_figure(self.study)
+
+    def report(self) -> Path:
+        """Write ``report.html`` into the study folder and return its path."""
+        from precsearch.html_report import write_report
+
+        return write_report(self.study, self.study_dir / "report.html")
+
     @property
     def trials(self) -> Any:
         """Every trial as a pandas DataFrame (the columns of ``trials.csv``)."""

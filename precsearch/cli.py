@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (
         ("show", "print a study's Pareto front, confirmed figures and best policy"),
         ("export", "write a study's best policy, SavedModel and trials.csv into a folder"),
+        ("report", "write a study's report.html (one file, opens offline) and TensorBoard logs"),
     ):
         cmd = subparsers.add_parser(name, help=text)
         cmd.add_argument("study", metavar="STUDY", help="a study folder, or a study name")
@@ -163,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="NAME[=ARG]",
                 help="an extra exporter plugin (repeatable)",
             )
-        cmd.set_defaults(func=commands.cmd_show if name == "show" else commands.cmd_export)
+        cmd.set_defaults(func=getattr(commands, f"cmd_{name}"))
 
     cmd = subparsers.add_parser(
         "worker",

@@ -19,6 +19,7 @@ __all__ = [
     "cmd_finish",
     "cmd_plugins",
     "cmd_policy",
+    "cmd_report",
     "cmd_run",
     "cmd_show",
     "cmd_train",
@@ -213,9 +214,24 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"  {line}")
     print()
     paths = {"study folder": result.study_dir}
-    for name in ("study.journal", "trials.csv", "best_policy.json", "saved_model"):
+    for name in ("study.journal", "trials.csv", "best_policy.json", "saved_model", "report.html"):
         if (result.study_dir / name).exists():
             paths[name] = result.study_dir / name
+    _print_paths(paths)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from precsearch.api import load_study
+    from precsearch.html_report import write_report
+    from precsearch.tensorboard_logs import TensorBoardLog
+
+    result = load_study(args.study, storage=args.storage, out=args.out)
+    folder = result.study_dir
+    paths = {
+        "report.html": write_report(result.study, folder / "report.html"),
+        "tensorboard": TensorBoardLog(folder / "tensorboard").write_all(result.study),
+    }
     _print_paths(paths)
     return 0
 

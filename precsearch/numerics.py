@@ -32,7 +32,14 @@ import tensorflow as tf
 from precsearch.errors import PrecsearchError
 from precsearch.layers import iter_layers
 
-__all__ = ["FLOAT16_MAX", "FLOAT16_TINY", "NumericsError", "PolicyGuard", "probe"]
+__all__ = [
+    "FLOAT16_MAX",
+    "FLOAT16_TINY",
+    "NumericsError",
+    "PolicyGuard",
+    "gradient_norms",
+    "probe",
+]
 
 FLOAT16_MAX = 65504.0
 FLOAT16_TINY = 6e-8  # the smallest float16 subnormal, about
@@ -184,6 +191,38 @@ class PolicyGuard(keras.callbacks.Callback):
             if any(not np.isfinite(w).all() for w in layer.get_weights()):
                 found.append(record.id)
         return found
+
+
+def gradient_norms(model: Any, data: tuple[Any, Any]) -> dict[str, float]:
+    """The gradient's norm on one batch, as the optimizer would get it: ``global`` and
+    one per layer that has trainable weights (by layer id).
+
+    Under dynamic loss scaling the scaled loss is differentiated and the gradients
+    unscaled, so that a float16 underflow shows as the zeros the optimizer would see.
+    Runs eagerly, outside any timed step.
+    """
+    x, y = data
+    variables = model.trainable_variables
+    optimizer = model.optimizer
+    scale = 1.0
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        scale = float(np.asarray(optimizer.dynamic_scale))
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=True)
+        loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
+        scaled = tf.cast(loss, tf.float32) * scale
+    grads = tape.gradient(scaled, variables)
+    by_variable = {
+        id(v): float(tf.linalg.global_norm([g])) / scale
+        for v, g in zip(variables, grads, strict=True)
+        if g is not None
+    }
+    norms = {"global": math.sqrt(sum(n * n for n in by_variable.values()))}
+    for record, layer in iter_layers(model):
+        own = [by_variable[id(v)] for v in layer.trainable_weights if id(v) in by_variable]
+        if own and not record.is_model:
+            norms[record.id] = math.sqrt(sum(n * n for n in own))
+    return norms
 
 
 def probe(model: Any, data: tuple[Any, Any]) -> list[dict[str, Any]]:

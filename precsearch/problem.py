@@ -341,6 +341,14 @@ class Problem:
         for variable, value in zip(model.optimizer.variables, optimizer_state, strict=True):
             variable.assign(value)
 
+    def gradient_norms(self, model: Any, batch_size: int) -> dict[str, float]:
+        """The gradient's norm on the first training batch (at most 64 examples), global
+        and per layer (:func:`precsearch.numerics.gradient_norms`)."""
+        from precsearch.numerics import gradient_norms
+
+        batch = next(iter(self.train_examples.batch(min(batch_size, 64))))
+        return gradient_norms(model, (batch[0], batch[1]))
+
     def evaluate(self, model: Any, batch_size: int) -> dict[str, Any]:
         """``{loss, metric, metric_name}`` on the validation data (empty without any)."""
         if self.val_examples is None:

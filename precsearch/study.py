@@ -9,7 +9,9 @@
    enqueued first;
 3. Optuna drives the trials (:mod:`precsearch.optimize`), each run in the worker;
 4. the best candidates are re-measured and the answer chosen (:mod:`precsearch.confirm`);
-5. exporters write the answer (:mod:`precsearch.export` and the exporter plugins).
+5. exporters write the answer (:mod:`precsearch.export` and the exporter plugins);
+   trials.csv, TensorBoard runs (:mod:`precsearch.tensorboard_logs`) and report.html
+   (:mod:`precsearch.html_report`) are written whatever happened.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from precsearch.confirm import confirm
 from precsearch.errors import TrialFailed, UserInputError, one_line
 from precsearch.export import best_policy_with_manifest, write_trials_csv
 from precsearch.hardware import describe_fingerprint, fingerprint
+from precsearch.html_report import write_report
 from precsearch.optimize import make_objective, make_sampler, search_trials, worker_seed
 from precsearch.options import DEFAULT_EXPORTERS, SearchOptions, check_study_name
 from precsearch.plugins import create, get
@@ -40,6 +43,7 @@ from precsearch.storage import (
     open_storage,
     redact,
 )
+from precsearch.tensorboard_logs import TensorBoardLog
 
 __all__ = ["StudyRun", "default_study_name", "export_winner", "run_study", "worker_options"]
 
@@ -253,6 +257,7 @@ def run_study(
         )
         share = SharedReferences(study, study_dir / "work")
         share.download()
+        logs = TensorBoardLog(study_dir / "tensorboard")
         journal = options.storage is None or "://" not in options.storage
         stale = fail_stale_trials(study, journal=journal)
         notes = list(space.options.notes)
@@ -271,7 +276,7 @@ def run_study(
             options,
             space,
             progress,
-            [share],
+            [share, logs],
         )
 
         if options.confirm_top > 0:
@@ -293,8 +298,10 @@ def run_study(
             executor.close()
     try:
         paths["trials.csv"] = write_trials_csv(study, study_dir / "trials.csv")
+        paths["tensorboard"] = TensorBoardLog(study_dir / "tensorboard").write_all(study)
+        paths["report.html"] = write_report(study, study_dir / "report.html")
     except OSError as exc:
-        failure = failure or f"writing trials.csv failed ({one_line(exc)})"
+        failure = failure or f"writing the study's files failed ({one_line(exc)})"
     results = [
         TrialResult.from_dict(t.user_attrs["result"])
         for t in study.get_trials(deepcopy=False)

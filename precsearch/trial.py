@@ -18,7 +18,9 @@ their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
    stops at the first non-finite loss, evaluates validation data once the budget's
    samples are seen, and judges the candidate against the FP32 training *at equal
    samples* (:func:`precsearch.objectives.judge`), with the time each needs to reach
-   FP32's final loss and, when the batch size or XLA differ, the precision-only gap.
+   FP32's final loss and, when the batch size or XLA differ, the precision-only gap;
+6. after training, outside the timed steps, records the gradient's norm on one batch
+   (global and per layer), for TensorBoard.
 """
 
 from __future__ import annotations
@@ -180,6 +182,7 @@ def run_trial(
     timings["train"] = time.perf_counter() - t0
 
     k = problem.steps_per_execution
+    result.step_times = {"fp32": blocks.reference, "candidate": blocks.candidate}
     if blocks.reference and blocks.candidate:
         result.fp32 = step_stats(blocks.reference, problem.batch_size, k)
         result.candidate = step_stats(blocks.candidate, batch_size, k)
@@ -197,6 +200,8 @@ def run_trial(
     t0 = time.perf_counter()
     if "evaluated_at" not in numerics:
         result.val = problem.evaluate(model, batch_size)
+    if problem.strategy is None:  # one batch, eagerly: replicas would need a run() each
+        result.gradient_norms = problem.gradient_norms(model, batch_size)
     timings["evaluate"] = time.perf_counter() - t0
     finish("ok", "")
     status, reason, gap = judge(result, reference, fidelity)

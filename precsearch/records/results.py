@@ -171,6 +171,11 @@ class TrialResult:
             ``min_loss_scale``, ``skipped_steps``, ``skipped_share``.
         timings: Wall seconds by phase: reference, build, trace, warmup, measured,
             train, evaluate, total.
+        step_times: ``{"fp32": [...], "candidate": [...]}``: every timed call of each
+            side, in seconds, in the order of the interleaved blocks.
+        gradient_norms: The gradient's norm on one batch after training (``global``
+            and per layer id; unscaled under loss scaling), measured outside the timed
+            steps.
     """
 
     policy: dict[str, Any]
@@ -189,6 +194,8 @@ class TrialResult:
     memory_kind: str = "rss"
     numerics: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    step_times: dict[str, list[float]] = field(default_factory=dict)
+    gradient_norms: dict[str, float] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:
@@ -196,13 +203,16 @@ class TrialResult:
         return self.status == "ok"
 
     def to_dict(self, max_points: int | None = None) -> dict[str, Any]:
-        """The JSON form; ``max_points`` down-samples the loss curve (and loss scale)."""
+        """The JSON form; ``max_points`` down-samples the loss curve, loss scale and
+        step times."""
         data = asdict(self)
         if max_points is not None:
             data["curve"] = downsample(data["curve"], max_points)
             scale = data["numerics"].get("loss_scale")
             if scale:
                 data["numerics"]["loss_scale"] = _pick(scale, max_points)
+            for side, times in data["step_times"].items():
+                data["step_times"][side] = _pick(times, max_points)
         return json_safe(data)
 
     @classmethod

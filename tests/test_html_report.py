@@ -1,0 +1,95 @@
+"""report.html: rendered from a real study, then opened in headless Chromium.
+
+``.ci/run`` installs Debian's Chromium and sets ``PRECSEARCH_REQUIRE_BROWSER`` so that a
+missing browser fails instead of skipping. The screenshot is kept as a test artefact in
+``test-artifacts/`` (ignored by git).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+from precsearch import load_study
+from precsearch.html_report import layer_groups, render
+
+ARTIFACTS = Path(__file__).parents[1] / "test-artifacts"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("PRECSEARCH_REQUIRE_BROWSER"):
+            pytest.fail("no Chromium: install Debian's chromium package")
+        pytest.skip("no Chromium (Debian's chromium package)")
+    return found
+
+
+@pytest.mark.slow
+def test_the_report_holds_the_answer_and_its_evidence(tiny_study):
+    folder, first, _ = tiny_study
+    assert (folder / "report.html").is_file() and "report.html:" in first.stdout
+    result = load_study(folder)
+    page = html.unescape(render(result.study))
+    record = result.confirmation
+    assert record.verdict.split(";")[0] in page
+    for text in ("global mixed recipe", "TensorFlow's graph rewrite", "a copy of FP32"):
+        assert text in page
+    assert "FP32 band (3 seeds)" in page  # the loss curves over the reference runs
+    assert "Parameter importances" in page and "Optimization History" in page
+    groups = layer_groups(result.study)
+    assert groups and all(g["dtype"] in ("float32", "mixed_bfloat16") for g in groups)
+    # The tiny study's two baselines differ from each other in the one global parameter.
+    if record.best_trial in (0, 1):
+        assert groups[0]["measured"], groups
+    shown = result._repr_html_()
+    assert "<svg" in shown and "<table" in shown and "plotly" not in shown
+
+
+@pytest.mark.slow
+def test_the_report_draws_in_headless_chromium_without_errors(tiny_study):
+    from playwright.sync_api import sync_playwright
+
+    folder, _, _ = tiny_study
+    again = run_cli("report", str(folder))  # the command writes it too
+    assert again.returncode == 0, again.stderr[-2000:]
+    errors: list[str] = []
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as play:
+        browser = play.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.route("http*://**", lambda route: errors.append(route.request.url))
+            page.goto((folder / "report.html").resolve().as_uri())
+            page.wait_for_function(
+                "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 8",
+                timeout=30_000,
+            )
+            plots = page.evaluate("document.querySelectorAll('.js-plotly-plot').length")
+            points = page.evaluate(
+                "document.querySelectorAll('.js-plotly-plot .scatterlayer .point').length"
+            )
+            bars = page.evaluate("document.querySelectorAll('.js-plotly-plot .bars path').length")
+            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert not errors, errors  # no script error, and no request off the page
+    assert plots == 4  # Pareto front, history, importances, loss curves
+    assert points >= 6  # every finished trial of the tiny study, at least
+    assert bars >= 1  # the importances drew
+    print(f"screenshot: {ARTIFACTS / 'report.png'}")

@@ -1,0 +1,75 @@
+"""TensorBoard runs of a study, read back with TensorBoard's own event reader."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from helpers import MODELS
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.util.tensor_util import make_ndarray
+
+from precsearch import LossScale, Policy
+from precsearch.loaders import load_model_file
+from precsearch.records import Budget
+from precsearch.tensorboard_logs import TensorBoardLog
+
+
+class Point:
+    def __init__(self, event) -> None:
+        self.step = event.step
+        self.value = float(make_ndarray(event.tensor_proto))
+
+
+def scalars(folder) -> dict[str, list[Point]]:
+    """Tag -> points. TensorBoard's own writer stores scalars as tensor summaries of the
+    scalars plugin (what its scalar dashboard reads)."""
+    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})  # keep all
+    events.Reload()
+    out = {}
+    for tag in events.Tags()["tensors"]:
+        assert events.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"
+        out[tag] = [Point(e) for e in events.Tensors(tag)]
+    return out
+
+
+@pytest.mark.slow
+def test_every_trial_and_fp32_reference_run_is_a_tensorboard_run(tiny_study):
+    folder, first, _ = tiny_study
+    assert "tensorboard:" in first.stdout
+    runs = folder / "tensorboard"
+    fp32 = scalars(runs / "trial_0000_fp32")
+    assert {"loss", "step_ms/fp32", "step_ms/candidate", "speedup", "fidelity_gap"} <= set(fp32)
+    assert {"gradient_norm/global", "gradient_norm/hidden", "gradient_norm/logits"} <= set(fp32)
+    # Loss by samples seen: the tiny model's batch is 32, its budget 20 steps.
+    assert [e.step for e in fp32["loss"]] == [32 * (i + 1) for i in range(20)]
+    assert all(e.value > 0 for e in fp32["step_ms/candidate"])
+    assert (runs / "trial_0001_global_bfloat16").is_dir()
+    seeds = sorted((runs / "fp32_bs32_20calls").iterdir())
+    assert [s.name for s in seeds] == ["seed_0", "seed_1", "seed_2"]
+    band = [scalars(s)["loss"] for s in seeds]
+    assert all(len(losses) == 20 for losses in band)
+    # Seeds differ in data order only: different curves from the same start.
+    assert band[0][-1].value != band[1][-1].value
+
+
+@pytest.mark.slow
+def test_a_float16_trial_logs_its_loss_scale_and_is_written_once(tmp_path):
+    from precsearch.runner import Runner
+
+    runner = Runner(load_model_file(MODELS / "mlp.py"), budget=Budget(steps=12))
+    result = runner.run_trial(
+        Policy(default="mixed_float16", loss_scale=LossScale(initial_scale=2.0**24))
+    )
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.add_trial(
+        optuna.trial.create_trial(values=[1.0, 0.0], user_attrs={"result": result.to_dict(256)})
+    )
+    log = TensorBoardLog(tmp_path)
+    log.write_all(study)
+    run = tmp_path / "trial_0000"
+    logged = scalars(run)
+    scales = [e.value for e in logged["loss_scale"]]
+    assert scales == result.numerics["loss_scale"]
+    assert min(scales) < 2.0**24  # overflowing steps halved it, as recorded
+    files = sorted(run.iterdir())
+    assert not log.write_trial(study.trials[0]) and sorted(run.iterdir()) == files
