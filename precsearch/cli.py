@@ -49,6 +49,14 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _shared_study(cmd: argparse.ArgumentParser, out_help: str) -> None:
+    """The arguments that name a study on a shared storage and this machine's files."""
+    cmd.add_argument("study", metavar="STUDY", help="the study's name")
+    cmd.add_argument("--storage", required=True, help="the shared Optuna storage URL")
+    cmd.add_argument("--model-file", help="the model file here (default: the study's path)")
+    cmd.add_argument("--out", default="studies", help=out_help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
     parser = _Parser(
@@ -172,12 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Join a study that `precsearch run` created on a shared storage "
         "(PostgreSQL): run trials with the study's own options, no confirmation.",
     )
-    cmd.add_argument("study", metavar="STUDY", help="the study's name")
-    cmd.add_argument("--storage", required=True, help="the shared Optuna storage URL")
+    _shared_study(cmd, "folder for this worker's work files")
     cmd.add_argument("--trials", type=_positive_int, help="trials to run (default 16)")
     cmd.add_argument("--timeout", type=_positive_float, help="stop starting trials after SEC")
-    cmd.add_argument("--model-file", help="the model file here (default: the study's path)")
-    cmd.add_argument("--out", default="studies", help="folder for this worker's work files")
     cmd.add_argument("--gpu", type=_count, metavar="I", help="run trials on GPU I only")
     cmd.set_defaults(func=commands.cmd_worker)
 
@@ -215,10 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="No new trials: re-measure the best candidates of STUDY, choose the "
         "answer and export it (the same as `precsearch run ... --trials 0`).",
     )
-    cmd.add_argument("study", metavar="STUDY", help="the study's name")
-    cmd.add_argument("--storage", required=True, help="the shared Optuna storage URL")
-    cmd.add_argument("--model-file", help="the model file here (default: the study's path)")
-    cmd.add_argument("--out", default="studies", help="folder of study folders")
+    _shared_study(cmd, "folder of study folders")
     cmd.add_argument("--confirm", type=_positive_int, default=3, metavar="N")
     cmd.add_argument("--rounds", type=_positive_int, default=5, help="confirmation rounds")
     cmd.add_argument("--gpu", type=_count, metavar="I", help="measure on GPU I only")

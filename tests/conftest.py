@@ -8,6 +8,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest
 from helpers import MODELS, run_cli
 
+FIGURES: list[str] = []
+
+
+@pytest.fixture
+def figure():
+    """Print a line at the end of the run, passed or not: figures CI must show."""
+    return FIGURES.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FIGURES:
+        terminalreporter.section("precsearch figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
+
 
 @pytest.fixture(scope="session")
 def tiny_study(tmp_path_factory):

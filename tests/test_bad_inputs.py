@@ -140,7 +140,7 @@ def clear(done: subprocess.CompletedProcess, words: list[str]) -> str:
 
 
 @pytest.mark.slow
-def test_the_bad_input_corpus_is_all_one_clear_line(tmp_path):
+def test_the_bad_input_corpus_is_all_one_clear_line(tmp_path, figure):
     # Two at a time (two cores): a third of the cases start TensorFlow in a worker.
     with ThreadPoolExecutor(2) as pool:
         done = list(pool.map(lambda case: precsearch(case[0], tmp_path), CASES))
@@ -149,7 +149,7 @@ def test_the_bad_input_corpus_is_all_one_clear_line(tmp_path):
         for (command, words), result in zip(CASES, done, strict=True)
         if (why := clear(result, words))
     }
-    print(f"\nbad inputs: {len(CASES) - len(problems)}/{len(CASES)} clear")
+    figure(f"bad inputs: {len(CASES) - len(problems)}/{len(CASES)} clear")
     assert not problems
     assert not list(tmp_path.rglob("escape")) and not (tmp_path.parent / "escape").exists()
 

@@ -96,14 +96,14 @@ def wait_for(condition, timeout: float = 300.0) -> None:
         time.sleep(0.25)
 
 
-def test_fault_matrix(tmp_path):
+def test_fault_matrix(tmp_path, figure):
     matrix = Matrix()
     journal_cases(matrix, tmp_path / "journal")
     input_cases(matrix, tmp_path / "inputs")
     postgres_cases(matrix, tmp_path / "pg")
     for name, ok, detail in matrix.cases:
         print(f"  {'survived' if ok else 'FAILED  '} {name}: {detail[:160]}")
-    print(matrix.summary())
+    figure(matrix.summary())
     assert all(ok for _, ok, _ in matrix.cases), [c for c in matrix.cases if not c[1]]
     assert matrix.lost == 0 and matrix.duplicates == 0
 
