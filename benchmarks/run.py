@@ -3,6 +3,7 @@
     python benchmarks/run.py all            # all but scaling, in order (~2 hours on 2 cores)
     python benchmarks/run.py quality        # or one: quality, repeatability, efficiency,
                                             #         overhead, scaling, readme
+    python benchmarks/run.py quality --results benchmarks/results/<machine>   # elsewhere
 
 Writes ``benchmarks/results/<name>.md`` (and ``.csv``) with the machine and the date.
 Nothing else may run on the machine meanwhile: on 2 cores a second job skews every
@@ -545,9 +546,18 @@ ALL = ("quality", "repeatability", "efficiency", "overhead", "readme")
 
 
 def main() -> None:
+    global RESULTS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=[*STEPS, "all"], help="'all' runs all but scaling")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=RESULTS,
+        help="where the result files go (default benchmarks/results: the README's; another "
+        "kind of machine gets a folder of its own)",
+    )
     args = parser.parse_args()
+    RESULTS = args.results.resolve()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     RESULTS.mkdir(parents=True, exist_ok=True)
     WORK.mkdir(parents=True, exist_ok=True)
