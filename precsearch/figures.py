@@ -18,6 +18,7 @@ from typing import Any
 from precsearch.export import confirmation_of
 from precsearch.objectives import PENALTY_GAP, is_feasible
 from precsearch.report import figures_text, pareto_rows, summarize_policy
+from precsearch.storage import stored_references
 
 __all__ = ["curves_figure", "finished", "optuna_figures", "pareto_figure", "pareto_svg"]
 
@@ -195,9 +196,8 @@ def _band(study: Any) -> Any:
     info = study.user_attrs.get("model_info") or {}
     refs = [
         value
-        for key, value in study.user_attrs.items()
-        if key.startswith("reference:")
-        and value.get("batch_size") == info.get("batch_size")
+        for value in stored_references(study).values()
+        if value.get("batch_size") == info.get("batch_size")
         and bool(value.get("jit_compile")) == bool(info.get("jit_compile"))
     ]
     return max(

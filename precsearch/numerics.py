@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from precsearch.errors import PrecsearchError
+from precsearch.instrument import scalar
 from precsearch.layers import iter_layers
 
 __all__ = [
@@ -206,7 +207,7 @@ def gradient_norms(model: Any, data: tuple[Any, Any]) -> dict[str, float]:
     optimizer = model.optimizer
     scale = 1.0
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        scale = float(np.asarray(optimizer.dynamic_scale))
+        scale = scalar(optimizer.dynamic_scale)
     with tf.GradientTape() as tape:
         y_pred = model(x, training=True)
         loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)

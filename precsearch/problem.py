@@ -228,8 +228,7 @@ class Problem:
             )
         kwargs = self.compile_kwargs(user=True)
         try:
-            batch = next(iter(self.train_examples.batch(2)))
-            x, y = batch[0], batch[1]
+            x, y = self.first_batch(2)
             model.compile(**kwargs)
             # The user's training as Keras runs it here: "auto" XLA resolves to on with
             # TensorFlow on GPUs, off on CPUs.
@@ -326,7 +325,7 @@ class Problem:
             if self.strategy is not None:
                 # Keras resolves a metric named "accuracy" on its first update; inside a
                 # replica that fails ("must feed a value for placeholder"): do it here.
-                x, y = next(iter(self.train_examples.batch(2)))[:2]
+                x, y = self.first_batch(2)
                 model.compute_metrics(x, y, model(x), sample_weight=None)
                 model.reset_metrics()
             model.make_train_function()
@@ -346,8 +345,12 @@ class Problem:
         and per layer (:func:`precsearch.numerics.gradient_norms`)."""
         from precsearch.numerics import gradient_norms
 
-        batch = next(iter(self.train_examples.batch(min(batch_size, 64))))
-        return gradient_norms(model, (batch[0], batch[1]))
+        return gradient_norms(model, self.first_batch(min(batch_size, 64)))
+
+    def first_batch(self, size: int) -> tuple[Any, Any]:
+        """``(x, y)`` of the first ``size`` training examples, in the file's order."""
+        batch = next(iter(self.train_examples.batch(size)))
+        return batch[0], batch[1]
 
     def evaluate(self, model: Any, batch_size: int) -> dict[str, Any]:
         """``{loss, metric, metric_name}`` on the validation data (empty without any)."""

@@ -26,6 +26,7 @@ __all__ = [
     "open_storage",
     "SharedReferences",
     "create_or_load",
+    "stored_references",
     "open_study",
     "redact",
     "storage_failure",
@@ -220,13 +221,12 @@ class SharedReferences:
         """Write the study's stored runs into the work folder; return how many."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         count = 0
-        for key, value in self.study.user_attrs.items():
-            if key.startswith(self.PREFIX):
-                self._stored.add(key)
-                path = self.work_dir / key[len(self.PREFIX) :]
-                if not path.exists():
-                    write_text_atomic(path, json.dumps(value))
-                    count += 1
+        for name, value in stored_references(self.study).items():
+            self._stored.add(self.PREFIX + name)
+            path = self.work_dir / name
+            if not path.exists():
+                write_text_atomic(path, json.dumps(value))
+                count += 1
         return count
 
     def upload(self) -> None:
@@ -239,3 +239,14 @@ class SharedReferences:
 
     def __call__(self, study: Any, trial: Any) -> None:
         self.upload()
+
+
+def stored_references(study: Any) -> dict[str, dict[str, Any]]:
+    """The FP32 reference runs a study holds (:class:`SharedReferences`): cache file
+    name to the :class:`~precsearch.records.Reference` JSON form."""
+    prefix = SharedReferences.PREFIX
+    return {
+        key[len(prefix) :]: value
+        for key, value in study.user_attrs.items()
+        if key.startswith(prefix)
+    }

@@ -298,7 +298,7 @@ def run_study(
             executor.close()
     try:
         paths["trials.csv"] = write_trials_csv(study, study_dir / "trials.csv")
-        paths["tensorboard"] = TensorBoardLog(study_dir / "tensorboard").write_all(study)
+        paths["tensorboard"] = logs.write_all(study)  # earlier trials too, on a resume
         paths["report.html"] = write_report(study, study_dir / "report.html")
     except OSError as exc:
         failure = failure or f"writing the study's files failed ({one_line(exc)})"

@@ -18,13 +18,12 @@ training pass, and no TensorFlow: TensorBoard's own numpy-only writer), under
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TensorBoardLog", "run_name"]
+from precsearch.storage import stored_references
 
-REFERENCE_PREFIX = "reference:"
+__all__ = ["TensorBoardLog", "run_name"]
 
 
 def run_name(trial: Any) -> str:
@@ -71,13 +70,10 @@ class TensorBoardLog:
             samples = curve.get("samples") or []
             for seen, loss in zip(samples, curve.get("loss") or [], strict=False):
                 write("loss", loss, seen)
+            # One scale per call, like the loss, and down-sampled the same way.
             scales = (result.get("numerics") or {}).get("loss_scale") or []
-            if scales and samples:
-                # Stored down-sampled like the curve: spread over the same samples.
-                last = len(scales) - 1
-                for i, scale in enumerate(scales):
-                    seen = samples[round(i * (len(samples) - 1) / last)] if last else samples[-1]
-                    write("loss_scale", scale, seen)
+            for seen, scale in zip(samples, scales, strict=False):
+                write("loss_scale", scale, seen)
             for side, times in (result.get("step_times") or {}).items():
                 for i, seconds in enumerate(times):
                     write(f"step_ms/{side}", seconds * 1e3, i)
@@ -90,12 +86,9 @@ class TensorBoardLog:
 
     def write_references(self, study: Any) -> None:
         """The study's stored FP32 reference runs, one run per data-order seed."""
-        for key, ref in study.user_attrs.items():
-            if not key.startswith(REFERENCE_PREFIX):
-                continue
+        for ref in stored_references(study).values():
             xla = "_xla" if ref.get("jit_compile") else ""
-            steps = re.sub(r"\D", "", str(ref.get("steps", "")))
-            group = self.directory / f"fp32_bs{ref['batch_size']}{xla}_{steps}calls"
+            group = self.directory / f"fp32_bs{ref['batch_size']}{xla}_{ref['steps']}calls"
             per = ref.get("samples_per_call") or ref["batch_size"]
             for seed, losses in enumerate(ref.get("curves") or []):
                 folder = group / f"seed_{seed}"
