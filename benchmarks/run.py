@@ -28,12 +28,12 @@ from typing import Any
 import pandas as pd
 
 import precsearch
-from precsearch.confirm import choose, ratio
 from precsearch.hardware import describe
 from precsearch.records import Budget, Measurement, TrialResult
-from precsearch.report import summarize_policy
-from precsearch.space import SearchSpace, SpaceOptions
-from precsearch.worker import Worker
+from precsearch.results.report import summarize_policy
+from precsearch.study.confirm import choose, ratio
+from precsearch.study.executors import Worker
+from precsearch.study.space import SearchSpace, SpaceOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

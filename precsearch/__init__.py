@@ -31,11 +31,11 @@ def __getattr__(name: str):
     # The search machinery (Optuna, pandas) loads only when asked for, so that training
     # code doing `precsearch.load_policy(...)` imports nothing of it.
     if name in _LAZY:
-        from precsearch import api
+        from precsearch.study import api
 
         return getattr(api, name)
     if name == "PolicyGuard":  # imports TensorFlow: only training code asks for it
-        from precsearch.numerics import PolicyGuard
+        from precsearch.policy.numerics import PolicyGuard
 
         return PolicyGuard
     raise AttributeError(f"module 'precsearch' has no attribute {name!r}")

@@ -7,6 +7,7 @@ one line, while :class:`TrialFailed` fails a single trial and the search goes on
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 __all__ = [
@@ -61,11 +62,23 @@ class TrialFailed(PrecsearchError):
         self.detail = detail
 
 
-def one_line(exc: BaseException) -> str:
-    """An exception as one short line for a message: ``Type: first line``."""
-    lines = str(exc).strip().splitlines()
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_KERAS_WRAPPER = "Exception encountered when calling"
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception as one short line for a message: ``Type: first line``.
+
+    Keras re-raises an error inside a layer's ``call`` with a first line of its own
+    ("Exception encountered when calling PatchEncoder.call().") and the cause after it;
+    that line says where, the next one what: both are kept, in that order.
+    """
+    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith(_KERAS_WRAPPER):
+        where = lines[0].removeprefix(_KERAS_WRAPPER).strip().rstrip(".")
+        lines = [f"{lines[1]} (in {where})"]
     text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def read_user_file(path: Path, kind: str) -> str:

@@ -152,7 +152,7 @@ def load_model_file(path: str | Path) -> ModelSpec:
     """Import a model file and check that it follows the contract.
 
     Only the presence and callability of the functions is checked here; what they
-    return is checked when the model is first built (:mod:`precsearch.problem`).
+    return is checked when the model is first built (:mod:`precsearch.engine.problem`).
 
     Raises:
         UserInputError: One line naming the file, the function and what was expected.

@@ -21,7 +21,8 @@ from helpers import MODELS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from precsearch.cli import build_parser, run_options
+from precsearch.cli import build_parser
+from precsearch.cli.commands import run_options
 from precsearch.errors import UserInputError
 from precsearch.plugins import get
 from precsearch.records import SpaceOptions

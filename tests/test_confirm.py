@@ -6,8 +6,8 @@ import optuna
 import pytest
 
 from precsearch import Policy
-from precsearch.confirm import choose, confirm, report
 from precsearch.records import Budget, Confirmation, Measurement, TrialResult
+from precsearch.study.confirm import choose, confirm, report
 
 FP32 = Policy(batch_size=32)
 BF16 = Policy(default="mixed_bfloat16", batch_size=32)

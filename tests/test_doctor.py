@@ -11,8 +11,8 @@ import pytest
 from helpers import MODELS, run_cli
 
 from precsearch import Policy
+from precsearch.engine.problem import Problem
 from precsearch.loaders import load_model_file
-from precsearch.problem import Problem
 
 ROOT = MODELS.parents[1]
 

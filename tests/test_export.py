@@ -33,6 +33,7 @@ def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
         "batch_size": 32,
         "jit_compile": False,
         "steps_per_execution": 1,
+        "dropped_compile_args": [],
     }
     assert manifest["study"] == "tiny" and isinstance(manifest["trial"], int)
     assert {"tensorflow", "keras", "precsearch"} <= set(manifest["versions"])

@@ -19,7 +19,7 @@ import optuna
 import pytest
 from helpers import MODELS, PostgresServer, run_cli
 
-from precsearch.storage import open_storage
+from precsearch.study.storage import open_storage
 
 pytestmark = pytest.mark.slow
 

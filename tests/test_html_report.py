@@ -16,7 +16,7 @@ import pytest
 from helpers import run_cli
 
 from precsearch import load_study
-from precsearch.html_report import layer_groups, render
+from precsearch.results.html_report import layer_groups, render
 
 ARTIFACTS = Path(__file__).parents[1] / "test-artifacts"
 CHROMIUM_FLAGS = [

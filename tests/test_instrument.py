@@ -6,7 +6,14 @@ import time
 
 import pytest
 
-from precsearch.instrument import MIN_BLOCK_S, Timed, interleave, step, step_stats, timed_rounds
+from precsearch.engine.instrument import (
+    MIN_BLOCK_S,
+    Timed,
+    interleave,
+    step,
+    step_stats,
+    timed_rounds,
+)
 
 
 class FakeModel:

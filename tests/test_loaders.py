@@ -5,9 +5,9 @@ import textwrap
 import pytest
 
 from precsearch import Policy, UserInputError
+from precsearch.engine.runner import Runner
 from precsearch.loaders import load_model_file, read_config, spec_from_callables
 from precsearch.records import Budget
-from precsearch.runner import Runner
 
 GOOD_BUILD = """
 import keras, numpy as np

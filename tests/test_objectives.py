@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from precsearch.objectives import Fidelity, fidelity_gap, judge, time_to_quality, window_mean
+from precsearch.engine.fidelity import Fidelity, fidelity_gap, judge, time_to_quality, window_mean
 from precsearch.records import Reference, StepStats, TrialResult
 
 

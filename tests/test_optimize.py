@@ -7,11 +7,11 @@ import io
 
 import optuna
 
-from precsearch.optimize import make_objective, search_trials
-from precsearch.options import SearchOptions
 from precsearch.plugins import create
 from precsearch.records import Budget, SpaceOptions, TrialResult
-from precsearch.space import SearchSpace
+from precsearch.study.optimize import make_objective, search_trials
+from precsearch.study.options import SearchOptions
+from precsearch.study.space import SearchSpace
 from precsearch.testing import sample_model_info
 
 

@@ -29,7 +29,7 @@ class TestLayerDtypesByLayer(DimensionContract):
     plugin_class = LayerDtypes
 
     def make_options(self):
-        from precsearch.space import SpaceOptions
+        from precsearch.study.space import SpaceOptions
 
         return SpaceOptions(group_by="layer", dtypes=["float32", "bfloat16"])
 
@@ -143,7 +143,7 @@ THROWAWAY = {
     "precsearch_throwaway.py": '''
         """A third-party plugin package, made and installed by a test."""
         from precsearch.plugins import Dimension, Exporter
-        from precsearch.space import SHORT_DTYPES
+        from precsearch.study.space import SHORT_DTYPES
 
 
         class OutputDtype(Dimension):

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from precsearch import LossScale, Policy
-from precsearch.instrument import step as _step
+from precsearch.engine.instrument import step as _step
+from precsearch.engine.runner import Runner
 from precsearch.loaders import load_model_file
 from precsearch.records import Budget, TrialResult
-from precsearch.runner import Runner
 
 MODELS = Path(__file__).parent / "models"
 BUDGET = Budget(steps=30, warmup=2, block=5)

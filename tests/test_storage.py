@@ -13,9 +13,8 @@ import pytest
 
 from precsearch.errors import UserInputError
 from precsearch.files import write_text_atomic
-from precsearch.optimize import worker_seed
-from precsearch.options import check_study_name
-from precsearch.storage import fail_stale_trials, open_storage, open_study
+from precsearch.study.options import check_study_name, worker_seed
+from precsearch.study.storage import fail_stale_trials, open_storage, open_study
 
 
 @pytest.fixture
@@ -68,7 +67,7 @@ def test_a_study_name_is_one_safe_folder_name(name):
 
 
 def test_worker_seeds_differ_between_processes():
-    code = "from precsearch.optimize import worker_seed; print(worker_seed())"
+    code = "from precsearch.study.options import worker_seed; print(worker_seed())"
     seeds = {int(subprocess.run([sys.executable, "-c", code], **TEXT).stdout) for _ in range(3)}
     assert len(seeds | {worker_seed()}) == 4
 

@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 from helpers import MODELS, run_cli
 
-from precsearch.options import SearchOptions
-from precsearch.space import SearchSpace, SpaceOptions
-from precsearch.storage import open_storage, open_study
-from precsearch.study import run_study
+from precsearch.study.options import SearchOptions
+from precsearch.study.run import run_study
+from precsearch.study.space import SearchSpace, SpaceOptions
+from precsearch.study.storage import open_storage, open_study
 
 
 @pytest.mark.slow
@@ -73,7 +73,7 @@ def test_a_nan_policy_is_an_infeasible_trial_and_the_study_completes(tmp_path):
 def test_group_by_type_on_mobilenet_v2_is_one_parameter_per_class():
     import keras
 
-    from precsearch.layers import model_layers
+    from precsearch.policy.layers import model_layers
 
     model = keras.applications.MobileNetV2(
         weights=None, alpha=0.35, input_shape=(96, 96, 3), classes=10

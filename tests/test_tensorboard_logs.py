@@ -11,7 +11,7 @@ from tensorboard.util.tensor_util import make_ndarray
 from precsearch import LossScale, Policy
 from precsearch.loaders import load_model_file
 from precsearch.records import Budget
-from precsearch.tensorboard_logs import TensorBoardLog
+from precsearch.results.tensorboard_logs import TensorBoardLog
 
 
 class Point:
@@ -54,7 +54,7 @@ def test_every_trial_and_fp32_reference_run_is_a_tensorboard_run(tiny_study):
 
 @pytest.mark.slow
 def test_a_float16_trial_logs_its_loss_scale_and_is_written_once(tmp_path):
-    from precsearch.runner import Runner
+    from precsearch.engine.runner import Runner
 
     runner = Runner(load_model_file(MODELS / "mlp.py"), budget=Budget(steps=12))
     result = runner.run_trial(

@@ -12,7 +12,7 @@ import pytest
 
 from precsearch import Policy
 from precsearch.records import Budget
-from precsearch.worker import Worker
+from precsearch.study.executors import Worker
 
 MODELS = Path(__file__).parent / "models"
 BUDGET = Budget(steps=20, warmup=2, block=5)
@@ -84,7 +84,7 @@ def test_worker_exits_when_its_parent_is_killed(tmp_path):
     script = textwrap.dedent(
         f"""
         import sys, time
-        from precsearch.worker import Worker
+        from precsearch.study.executors import Worker
         from precsearch.records import Budget
         w = Worker({str(MODELS / "faulty.py")!r}, work_dir={str(tmp_path / "work")!r},
                    budget=Budget(steps=20, warmup=2, block=5))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from precsearch.export import write_trials_csv
 from precsearch.plugins import Exporter
 from precsearch.records import Winner
+from precsearch.results.export import write_trials_csv
 
 __all__ = ["PolicyJson", "SavedModel", "TrialsCsv"]
 

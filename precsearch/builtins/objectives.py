@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 
 from precsearch.errors import UserInputError
-from precsearch.objectives import PENALTY_GAP
 from precsearch.plugins import Objective
 from precsearch.records import TrialResult
 
-__all__ = ["FidelityGap", "Speedup"]
+__all__ = ["PENALTY_GAP", "FidelityGap", "Speedup"]
+
+PENALTY_GAP = 1000.0  # the fidelity objective's value for a trial with no finite gap
 
 
 class Speedup(Objective):

@@ -14,7 +14,7 @@ it is written by people, so an unknown key there is a typo and an error.
 from __future__ import annotations
 
 from precsearch.records._json import json_safe
-from precsearch.records.decisions import Confirmation, Measurement, Winner
+from precsearch.records.decisions import GRAPH_REWRITE, Confirmation, Measurement, Winner
 from precsearch.records.model import (
     GROUP_BY,
     LR_RULES,
@@ -34,6 +34,7 @@ from precsearch.records.results import (
 )
 
 __all__ = [
+    "GRAPH_REWRITE",
     "GROUP_BY",
     "LR_RULES",
     "SHORT_DTYPES",

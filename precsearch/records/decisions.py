@@ -7,7 +7,10 @@ from typing import Any
 
 from precsearch.records._json import json_safe, known_fields
 
-__all__ = ["Confirmation", "Measurement", "Winner"]
+__all__ = ["GRAPH_REWRITE", "Confirmation", "Measurement", "Winner"]
+
+# The label of TensorFlow's own graph rewrite, the peer measured beside every answer.
+GRAPH_REWRITE = "graph_rewrite"
 
 
 @dataclass

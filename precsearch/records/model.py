@@ -76,6 +76,8 @@ class ModelInfo:
         replicas: Data-parallel replicas every model trains on (``--strategy``).
         versions: TensorFlow and Keras versions.
         gpus: ``{name, compute_capability}`` per visible GPU.
+        dropped_compile_args: The user's compile arguments precsearch does not keep
+            (``run_eagerly``: steps are traced and timed as graphs).
     """
 
     source: str
@@ -93,6 +95,7 @@ class ModelInfo:
     replicas: int = 1
     versions: dict[str, str] = field(default_factory=dict)
     gpus: list[dict[str, Any]] = field(default_factory=list)
+    dropped_compile_args: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, which is also what dimension plugins receive as ``info``."""

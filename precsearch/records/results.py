@@ -80,7 +80,7 @@ class Budget:
 
 @dataclass(frozen=True)
 class Fidelity:
-    """How closely a candidate must follow FP32 (see :mod:`precsearch.objectives`).
+    """How closely a candidate must follow FP32 (see :mod:`precsearch.engine.fidelity`).
 
     Args:
         tolerance: Largest feasible gap, in units of the FP32 band.
@@ -154,7 +154,7 @@ class TrialResult:
         fp32: FP32 step statistics (at the model's own batch size).
         candidate: The candidate's step statistics (at the policy's batch size).
         fidelity_gap: Distance from the user's FP32 training at equal samples, in units
-            of its band (see :mod:`precsearch.objectives`).
+            of its band (see :mod:`precsearch.engine.fidelity`).
         precision_gap: The same distance from FP32 at the candidate's own batch size and
             XLA setting (one run): what precision alone changes. ``None`` when those
             are the user's (then it is the fidelity gap).
@@ -196,6 +196,20 @@ class TrialResult:
     timings: dict[str, float] = field(default_factory=dict)
     step_times: dict[str, list[float]] = field(default_factory=dict)
     gradient_norms: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def failed(cls, policy: Any, reason: str, detail: str = "") -> TrialResult:
+        """A ``failed`` result carrying the reason (and ``detail`` for people).
+
+        Args:
+            policy: The policy the trial ran (a :class:`~precsearch.policy.Policy`).
+            reason: A short cause such as ``"timeout"`` or ``"out of memory"``.
+            detail: Free text (the last lines of a traceback, a signal name).
+        """
+        result = cls(policy=policy.to_dict(), status="failed", reason=reason)
+        if detail:
+            result.numerics["detail"] = detail
+        return result
 
     @property
     def feasible(self) -> bool:

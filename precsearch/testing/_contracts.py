@@ -15,7 +15,7 @@ from precsearch.errors import UserInputError
 from precsearch.plugins import GROUPS, Dimension, Exporter, Loader, Objective, available
 from precsearch.policy import Policy
 from precsearch.records import ModelSpec, SpaceOptions, StepStats, TrialResult, Winner
-from precsearch.space import SearchSpace
+from precsearch.study.space import SearchSpace
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

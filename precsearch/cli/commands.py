@@ -1,0 +1,294 @@
+"""What each ``precsearch`` command does once its arguments are parsed (:mod:`precsearch.cli`).
+
+Each function takes the parsed arguments, calls the module that does the work, prints
+for people and returns the exit status. Heavy modules (Optuna, TensorFlow) are imported
+inside the commands that need them, so ``precsearch --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from precsearch.errors import UserInputError
+
+__all__ = [
+    "cmd_doctor",
+    "cmd_export",
+    "cmd_finish",
+    "cmd_plugins",
+    "cmd_policy",
+    "cmd_report",
+    "cmd_run",
+    "cmd_show",
+    "cmd_train",
+    "cmd_worker",
+    "run_options",
+]
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    from precsearch.policy import load_policy
+
+    policy = load_policy(args.file)
+    print(f"{args.file}: valid {policy.to_dict()['format']} policy")
+    print(f"  default      {policy.default}")
+    for name, dtype in policy.types.items():
+        print(f"  type  {name:<24} {dtype}")
+    for name, dtype in policy.layers.items():
+        print(f"  layer {name:<24} {dtype}")
+    scale = policy.loss_scale
+    kind = "dynamic" if scale.dynamic else "fixed"
+    print(f"  loss scale   {kind}, initial {scale.initial_scale:g}, growth {scale.growth_steps}")
+    rule = f"lr rule {policy.lr_rule}, base {policy.base_batch_size}"
+    print(f"  batch size   {policy.batch_size} ({rule})")
+    print(f"  jit_compile  {policy.jit_compile}")
+    return 0
+
+
+def run_options(args: argparse.Namespace) -> Any:
+    """The :class:`~precsearch.study.options.SearchOptions` of ``precsearch run``'s flags."""
+    from precsearch.study.options import SearchOptions
+
+    return SearchOptions(
+        trials=args.trials,
+        timeout=args.timeout,
+        trial_timeout=args.trial_timeout,
+        study_name=args.study_name,
+        storage=args.storage,
+        out=args.out,
+        group_by=args.group_by,
+        dtypes=args.dtypes,
+        steps=args.steps,
+        tolerance=args.tolerance,
+        sampler=args.sampler,
+        in_process=args.in_process,
+        seed=args.seed,
+        lr_rule=args.lr_rule,
+        batch_size=args.batch_size,
+        confirm_top=args.confirm,
+        rounds=args.rounds,
+        watchdog=args.watchdog,
+        dimensions=args.dimension,
+        objectives=args.objective,
+        exporters=args.export,
+        loader=args.loader,
+        heartbeat=args.heartbeat,
+        gpu=args.gpu,
+        strategy=args.strategy,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from precsearch.results.report import pareto_table, time_summary
+    from precsearch.study.run import run_study
+
+    if not Path(args.model_file).is_file():
+        raise UserInputError(f"{args.model_file}: no such model file")
+    options = run_options(args)
+    run = run_study(args.model_file, options)
+    for note in run.notes:
+        print(f"note: {note}")
+    print()
+    print(f"Feasible Pareto front of study {run.study.study_name!r} (speedup vs FP32):")
+    print(pareto_table(run.study))
+    if run.verdict:
+        print()
+        print(f"Answer: {run.verdict}.")
+    print()
+    print(time_summary(run.results, run.seconds))
+    print()
+    _print_paths(run.paths)
+    return _failed(run)
+
+
+def _failed(run: Any) -> int:
+    """1 (with one line) when the run failed after its trials, which stay stored."""
+    if not run.failure:
+        return 0
+    done = sum(t.state.name == "COMPLETE" for t in run.study.get_trials(deepcopy=False))
+    print(
+        f"precsearch: error: {run.failure}; the study and its {done} completed trials are "
+        "kept: run it again to retry",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from precsearch.results.report import time_summary
+    from precsearch.study.options import worker_options
+    from precsearch.study.run import run_study
+
+    model_file, options = worker_options(
+        args.study, args.storage, args.out, args.trials, args.timeout, args.model_file, args.gpu
+    )
+    run = run_study(model_file, options)
+    for note in run.notes:
+        print(f"note: {note}")
+    print()
+    print(time_summary(run.results, run.seconds))
+    return _failed(run)
+
+
+def cmd_finish(args: argparse.Namespace) -> int:
+    from precsearch.results.report import pareto_table
+    from precsearch.study.options import worker_options
+    from precsearch.study.run import run_study
+
+    model_file, options = worker_options(
+        args.study, args.storage, args.out, 0, None, args.model_file, args.gpu,
+        confirm_top=args.confirm, rounds=args.rounds,
+    )  # fmt: skip
+    run = run_study(model_file, options)
+    for note in run.notes:
+        print(f"note: {note}")
+    print(f"Feasible Pareto front of study {run.study.study_name!r} (speedup vs FP32):")
+    print(pareto_table(run.study))
+    if run.verdict:
+        print(f"\nAnswer: {run.verdict}.")
+    print()
+    _print_paths(run.paths)
+    return _failed(run)
+
+
+def _print_paths(paths: dict) -> None:
+    for label, path in paths.items():
+        print(f"{label + ':':<18} {path}")
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    from precsearch.plugins import GROUPS, PluginError, available
+
+    for kind, group in GROUPS.items():
+        print(f"{kind}s ({group}):")
+        entries = available(kind)
+        names = [entry.name for entry in entries]
+        for entry in entries:
+            try:
+                cls = entry.load()
+                doc = (cls.__doc__ or "").strip().splitlines()
+                status = doc[0] if doc else ""
+            except PluginError as exc:
+                status = f"BROKEN: {exc}"
+            if names.count(entry.name) > 1:
+                status = f"DUPLICATE NAME ({names.count(entry.name)} distributions): {status}"
+            print(f"  {entry.name:<16} {entry.distribution:<24} {status}")
+        if not entries:
+            print("  (none)")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from precsearch.results.report import assignments_summary, pareto_table
+    from precsearch.study.api import load_study
+
+    result = load_study(args.study, storage=args.storage, out=args.out)
+    study = result.study
+    states: dict[str, int] = {}
+    for trial in study.trials:
+        # A sampler's repeat of a measured policy is stored, but it is not a trial.
+        state = "repeats" if "duplicate_of" in trial.user_attrs else trial.state.name.lower()
+        states[state] = states.get(state, 0) + 1
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+    trials = len(study.trials) - states.get("repeats", 0)
+    print(f"Study {study.study_name!r}: {trials} trials ({counts})")
+    print(f"Model file: {study.user_attrs.get('model_file', '?')}")
+    print()
+    print("Feasible Pareto front (speedup vs FP32):")
+    print(pareto_table(study))
+    record = result.confirmation
+    print()
+    if not record:
+        print("Not confirmed yet: `precsearch run` confirms the winners when its trials end.")
+    else:
+        print(f"Answer: {record.verdict}.")
+        policy = result.best_policy
+        layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
+        print(
+            f"Best policy (trial {record.best_trial}): batch size {policy.batch_size}, "
+            f"XLA {'on' if policy.jit_compile else 'off'}; per layer class:"
+        )
+        for line in assignments_summary(policy, layers):
+            print(f"  {line}")
+    print()
+    paths = {"study folder": result.study_dir}
+    for name in ("study.journal", "trials.csv", "best_policy.json", "saved_model", "report.html"):
+        if (result.study_dir / name).exists():
+            paths[name] = result.study_dir / name
+    _print_paths(paths)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from precsearch.results.html_report import write_report
+    from precsearch.results.tensorboard_logs import TensorBoardLog
+    from precsearch.study.api import load_study
+
+    result = load_study(args.study, storage=args.storage, out=args.out)
+    folder = result.study_dir
+    paths = {
+        "report.html": write_report(result.study, folder / "report.html"),
+        "tensorboard": TensorBoardLog(folder / "tensorboard").write_all(result.study),
+    }
+    _print_paths(paths)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from precsearch.study.api import load_study
+    from precsearch.study.options import DEFAULT_EXPORTERS
+
+    result = load_study(args.study, storage=args.storage, out=args.out)
+
+    paths = result.export(args.to, [*DEFAULT_EXPORTERS, *args.export])
+    if "best_policy.json" not in paths:
+        print("note: the study has no confirmed best policy yet; only trials.csv was written")
+    _print_paths(paths)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from precsearch.engine.doctor import diagnose, render
+    from precsearch.engine.problem import Problem
+    from precsearch.plugins import create
+
+    if not Path(args.model_file).is_file():
+        raise UserInputError(f"{args.model_file}: no such model file")
+    problem = Problem(create("loader", args.loader).load(args.model_file), args.batch_size)
+    report = diagnose(problem)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from precsearch.engine.train import train
+
+    if not Path(args.model_file).is_file():
+        raise UserInputError(f"{args.model_file}: no such model file")
+    runs = train(
+        args.model_file, args.policy, args.epochs, args.steps, args.fp32_baseline, args.out,
+        args.loader,
+    )  # fmt: skip
+    names = sorted({k for run in runs.values() for k in run["final"]})
+    print()
+    print(f"{'':<10}" + "".join(f"{n:>14}" for n in [*names, "seconds"]))
+    for label, run in runs.items():
+        cells = "".join(f"{run['final'].get(n, float('nan')):>14.4g}" for n in names)
+        print(f"{label:<10}{cells}{run['seconds']:>14.1f}")
+    stopped = [f"{label}: {run['stopped']}" for label, run in runs.items() if run["stopped"]]
+    for label, run in runs.items():
+        if run.get("saved_model"):
+            print(f"{label} SavedModel: {run['saved_model']}")
+    if stopped:
+        print("precsearch: error: " + "; ".join(stopped), file=sys.stderr)
+        return 1
+    return 0

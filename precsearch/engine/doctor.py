@@ -1,0 +1,188 @@
+"""``precsearch doctor``: the well-known mixed-precision pitfalls, checked on one model here.
+
+Before any trial is spent, :func:`diagnose` looks at
+
+* the machine: GPUs and their compute capability (Tensor Cores from 7.0, fast bfloat16
+  from 8.0), or the CPU's AVX512-BF16/AMX flags; and a measured micro-benchmark of a
+  float32, bfloat16 and float16 matmul here (a CPU emulates float16: the figure says so);
+* the model as the file builds it: an output or softmax layer that does not compute in
+  float32; layer widths and channels that are not multiples of 8 (Tensor Cores want them);
+* one batch through the model in float32, bfloat16 and float16 (:func:`probe`): per layer
+  the largest activation and gradient against float16's range (overflow above 65504,
+  gradients underflowing below ~6e-8) and any non-finite value in each dtype.
+
+Each finding comes with concrete advice; the result is also plain JSON.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from precsearch.hardware import describe, fast_dtypes
+from precsearch.policy import Policy
+from precsearch.policy.layers import iter_layers
+from precsearch.policy.numerics import FLOAT16_MAX, FLOAT16_TINY, probe
+
+__all__ = ["diagnose", "probe", "render"]
+
+
+def _benchmark(tf: Any, gpu: bool) -> dict[str, Any]:
+    """Seconds per n x n matmul in each dtype, timed interleaved (p10 of 15 each)."""
+    n = 2048 if gpu else 512
+    ops = {}
+    for dtype in ("float32", "bfloat16", "float16"):
+        a = tf.random.normal((n, n), dtype=tf.float32)
+        a = tf.cast(a, dtype)
+        fn = tf.function(lambda a=a: tf.linalg.matmul(a, a))
+        fn()  # trace and warm up
+        ops[dtype] = fn
+    times: dict[str, list[float]] = {d: [] for d in ops}
+    for _ in range(15):
+        for dtype, fn in ops.items():
+            t0 = time.perf_counter()
+            _ = fn().numpy()
+            times[dtype].append(time.perf_counter() - t0)
+    p10 = {d: sorted(t)[1] for d, t in times.items()}
+    return {
+        "size": n,
+        "seconds": p10,
+        "vs_float32": {d: p10["float32"] / p10[d] for d in p10},
+    }
+
+
+WIDTH_ATTRS = {
+    "Dense": "units",
+    "Conv1D": "filters",
+    "Conv2D": "filters",
+    "Conv3D": "filters",
+    "Conv2DTranspose": "filters",
+    "SeparableConv2D": "filters",
+    "Embedding": "output_dim",
+    "LSTM": "units",
+    "GRU": "units",
+}
+
+
+def _widths(model: Any, outputs: set[str]) -> list[dict[str, Any]]:
+    found = []
+    for record, layer in iter_layers(model):
+        attr = WIDTH_ATTRS.get(type(layer).__name__)
+        width = getattr(layer, attr, None) if attr else None
+        if isinstance(width, int) and width % 8 and record.id not in outputs:
+            found.append({"layer": record.id, "class": record.class_name, "width": width})
+    return found
+
+
+def _softmax_and_output(model: Any) -> list[dict[str, Any]]:
+    found = []
+    for record, layer in iter_layers(model):
+        if record.is_model or not record.floating:
+            continue
+        activation = getattr(getattr(layer, "activation", None), "__name__", "")
+        softmax = type(layer).__name__ == "Softmax" or activation == "softmax"
+        dtype = layer.dtype_policy.compute_dtype
+        if (record.is_output or softmax) and dtype != "float32":
+            what = "output layer" if record.is_output else "softmax"
+            found.append({"layer": record.id, "what": what, "dtype": dtype})
+    return found
+
+
+def diagnose(problem: Any) -> dict[str, Any]:
+    """Every check of the module doc on one built :class:`~precsearch.engine.problem.Problem`."""
+    tf = problem.tf
+    gpus = problem.info.gpus
+    hardware = describe(gpus)
+    capability = min((tuple(g.get("compute_capability") or (0, 0)) for g in gpus), default=None)
+    hardware["tensor_cores"] = bool(capability and capability >= (7, 0))
+    hardware["fast_dtypes"] = fast_dtypes(gpus)
+    model = problem.build()
+    outputs = {layer["id"] for layer in problem.info.layers if layer["output"]}
+    batch = next(iter(problem.dataset(min(problem.batch_size, problem.n_train), seed=0)))
+    probes = {}
+    for dtype in ("float32", "mixed_bfloat16", "mixed_float16"):
+        candidate = problem.model_for(Policy(default=dtype), seed=0)
+        probes[dtype.removeprefix("mixed_")] = probe(candidate, (batch[0], batch[1]))
+    return {
+        "model": problem.spec.source,
+        "hardware": hardware,
+        "matmul": _benchmark(tf, bool(gpus)),
+        "not_float32": _softmax_and_output(model),
+        "widths": _widths(model, outputs),
+        "probe": probes,
+        "advice": _advice(hardware, probes, _softmax_and_output(model), _widths(model, outputs)),
+    }
+
+
+def _advice(hardware: dict, probes: dict, not_float32: list, widths: list) -> list[str]:
+    advice = []
+    if not hardware["fast_dtypes"]:
+        advice.append(
+            "this machine has no fast low precision (no AVX512-BF16/AMX, no Tensor Cores): "
+            "expect FP32 to win; search with --dtypes float32,bfloat16 to measure it anyway"
+        )
+    if not hardware["gpus"]:
+        advice.append("float16 on a CPU is emulated: do not search it here (--dtypes)")
+    for item in not_float32:
+        advice.append(
+            f"{item['what']} {item['layer']} computes in {item['dtype']}: keep it float32 "
+            "(precsearch does for the output layer unless a policy names it)"
+        )
+    if widths:
+        names = ", ".join(f"{w['layer']} ({w['width']})" for w in widths[:5])
+        advice.append(
+            f"widths not a multiple of 8 slow Tensor Cores: {names}; pad them where you can"
+        )
+    fp32 = {row["layer"]: row for row in probes["float32"]}
+    over = [r["layer"] for r in fp32.values() if r["max_activation"] > FLOAT16_MAX]
+    if over:
+        advice.append(
+            f"activations overflow float16 in {', '.join(over[:5])}: keep them float32 or bfloat16"
+        )
+    tiny = [
+        r["layer"]
+        for r in fp32.values()
+        if r["min_gradient"] is not None and r["min_gradient"] < FLOAT16_TINY
+    ]
+    if tiny:
+        advice.append(
+            f"gradients below float16's ~6e-8 in {', '.join(tiny[:5])}: float16 needs loss "
+            "scaling there (precsearch adds it)"
+        )
+    for dtype in ("bfloat16", "float16"):
+        bad = [r["layer"] for r in probes[dtype] if r["nonfinite"]]
+        if bad:
+            advice.append(f"{dtype} gives non-finite values first in {bad[0]}: keep it float32")
+    return advice or ["no known pitfall found"]
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as a short text table and the advice, for a terminal."""
+    hw = report["hardware"]
+    m = report["matmul"]
+    lines = [
+        f"Model: {report['model']}",
+        f"Machine: {hw['cpu']}; GPUs: {', '.join(g['name'] for g in hw['gpus']) or 'none'}; "
+        f"fast low precision: {', '.join(hw['fast_dtypes']) or 'none'}",
+        f"{m['size']}x{m['size']} matmul vs float32 here: "
+        + ", ".join(
+            f"{d} {m['vs_float32'][d]:.2f}x"
+            + (" (emulated)" if d == "float16" and not hw["gpus"] else "")
+            for d in ("bfloat16", "float16")
+        ),
+        "",
+        f"{'layer':<28} {'class':<18} {'max |act| fp32':>14} {'max |grad| fp32':>15}  bf16  fp16",
+    ]
+    by_dtype = {d: {r["layer"]: r for r in rows} for d, rows in report["probe"].items()}
+    for row in report["probe"]["float32"]:
+        flags = []
+        for dtype in ("bfloat16", "float16"):
+            other = by_dtype[dtype].get(row["layer"])
+            flags.append("NaN " if other and other["nonfinite"] else "ok  ")
+        grad = f"{row['max_gradient']:.3g}" if row["max_gradient"] is not None else "-"
+        lines.append(
+            f"{row['layer'][:28]:<28} {row['class'][:18]:<18} {row['max_activation']:>14.3g} "
+            f"{grad:>15}  {'  '.join(flags)}"
+        )
+    lines += ["", "Advice:", *[f"- {a}" for a in report["advice"]]]
+    return "\n".join(lines)

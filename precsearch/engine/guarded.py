@@ -1,0 +1,49 @@
+"""The trial boundary: any failure of a trial becomes a ``failed`` TrialResult.
+
+:func:`run_guarded` is the one place, with the CLI's entry point, where a broad
+``except`` belongs: bad user input still stops everything, anything else fails that
+trial only. The worker process (:mod:`precsearch.engine.serve`) and the in-process
+executor (:class:`precsearch.study.executors.InProcess`) both run trials through it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from precsearch.errors import TrialFailed, UserInputError, is_resource_problem, one_line
+from precsearch.policy import Policy
+from precsearch.records import Budget, TrialResult
+
+__all__ = ["classify", "run_guarded"]
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(reason, detail) for an exception raised by a trial.
+
+    The reason keeps the underlying message: Keras re-raises an error inside a layer's
+    ``call`` with its own first line ("Exception encountered when calling X.call()"),
+    which says where but not what (:func:`precsearch.errors.one_line` looks past it).
+    """
+    if is_resource_problem(exc):
+        return "out of memory", one_line(exc, limit=300)
+    if isinstance(exc, TrialFailed):
+        return exc.reason, exc.detail
+    tail = "".join(traceback.format_exception(exc)[-3:]).strip()
+    return f"error: {one_line(exc, limit=300)}", tail[-2000:]
+
+
+def run_guarded(
+    runner: Any, policy: Policy | None, budget: Budget | None = None, peer: str | None = None
+) -> TrialResult:
+    """Run a trial in this process; any failure but bad user input becomes ``failed``.
+
+    Crashes and hangs are not isolated here: a worker process isolates them.
+    """
+    try:
+        return runner.run_trial(policy, budget, peer=peer)
+    except UserInputError:
+        raise
+    except Exception as exc:
+        reason, detail = classify(exc)
+        return TrialResult.failed(policy or Policy(), reason, detail)

@@ -1,0 +1,174 @@
+"""The timing instrument: per-step timing, interleaved blocks, and their statistics.
+
+Rules it keeps (DESIGN.md, "Measuring speed honestly"):
+
+* Time the training steps themselves (one train-function call each), never whole
+  ``fit()`` calls, which here sometimes spent seconds outside their steps.
+* Compare two configurations only within one process, in blocks that alternate; a
+  block, not a single step, because a step can be a few milliseconds.
+* Stalls only ever add time, so a cost estimate is a low quantile (p10) of the step
+  times, reported with the median, min, max and count.
+
+Nothing here imports TensorFlow: it calls the model's own train function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from precsearch.records import StepStats
+from precsearch.stats import median
+
+__all__ = [
+    "MIN_BLOCK_S",
+    "Interleaved",
+    "Timed",
+    "interleave",
+    "step",
+    "step_stats",
+    "timed_rounds",
+]
+
+MIN_BLOCK_S = 0.25  # shortest timed block in a confirmation round
+
+
+def step(model: Any, iterator: Any) -> tuple[float, float]:
+    """One training step: (seconds, loss of this step).
+
+    Metrics are reset before the timer starts so that ``loss`` is this step's, not a
+    running mean; reading it back waits for the step to finish.
+    """
+    model.reset_metrics()
+    t0 = time.perf_counter()
+    logs = model.train_function(iterator)
+    loss = float(logs["loss"])
+    return time.perf_counter() - t0, loss
+
+
+def step_stats(times: list[float], batch_size: int, steps_per_call: int = 1) -> StepStats:
+    """Statistics of a list of call times; the p10 is the cost estimate."""
+    import numpy as np
+
+    arr = np.asarray(times, dtype=float)
+    p10 = float(np.percentile(arr, 10))
+    return StepStats(
+        p10=p10,
+        median=float(np.median(arr)),
+        min=float(arr.min()),
+        max=float(arr.max()),
+        n=len(times),
+        batch_size=batch_size,
+        samples_per_s=batch_size * steps_per_call / p10,
+        steps_per_call=steps_per_call,
+    )
+
+
+@dataclass
+class Interleaved:
+    """Step times of the reference and the candidate from alternating blocks.
+
+    Attributes:
+        reference, candidate: Every timed step of each side, in seconds.
+        ratios: Candidate samples/s over reference samples/s per pair of blocks (each
+            side's median step), the spread of the estimate.
+    """
+
+    reference: list[float] = field(default_factory=list)
+    candidate: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)
+
+
+def interleave(
+    reference_step: Callable[[], float],
+    candidate_step: Callable[[], float],
+    *,
+    block: int,
+    sizes: tuple[int, int],
+    more: Callable[[int], bool],
+    stopped: Callable[[], bool],
+) -> Interleaved:
+    """Alternate timed blocks of the reference and the candidate (ABBA order).
+
+    Args:
+        reference_step, candidate_step: Run one step; return its seconds.
+        block: Steps per block.
+        sizes: The (reference, candidate) batch sizes, for samples/s.
+        more: Given the number of block pairs so far, whether to time another pair.
+        stopped: Whether the candidate has stopped (a non-finite loss); checked after
+            every candidate step.
+    """
+    out = Interleaved()
+    pairs = 0
+    while more(pairs) and not stopped():
+        # ABBA order so that a drift in machine speed falls on both sides alike.
+        reference_first = pairs % 2 == 0
+        ref_block: list[float] = []
+        cand_block: list[float] = []
+        for side in (0, 1):
+            if (side == 0) == reference_first:
+                ref_block = [reference_step() for _ in range(block)]
+            else:
+                for _ in range(block):
+                    cand_block.append(candidate_step())
+                    if stopped():
+                        break
+        pairs += 1
+        out.reference += ref_block
+        out.candidate += cand_block
+        if cand_block and not stopped():
+            ref_rate = sizes[0] / median(ref_block)
+            out.ratios.append((sizes[1] / median(cand_block)) / ref_rate)
+    return out
+
+
+@dataclass
+class Timed:
+    """One configuration in :func:`timed_rounds`: a traced model and its data stream.
+
+    ``context`` (a context-manager factory) wraps its steps: TensorFlow's graph rewrite
+    applies to the functions called while its option is on.
+    """
+
+    label: str
+    model: Any
+    iterator: Any
+    samples_per_call: int
+    steps: int = 0
+    context: Callable[[], Any] = contextlib.nullcontext
+
+
+def timed_rounds(
+    configs: list[Timed], rounds: int, block: int, warmup: int, seed: int = 0
+) -> dict[str, list[float]]:
+    """Samples/s of each configuration in each round, the configurations interleaved.
+
+    Each configuration is warmed up, then gets blocks of at least ``block`` steps and
+    at least :data:`MIN_BLOCK_S` seconds (a few millisecond steps are too short a
+    window on a shared machine: FP32 against itself swung 0.8-1.25x that way). Each
+    round runs every configuration once in a freshly shuffled order, so that none
+    always follows the same one (what ran before leaves caches and data threads
+    behind), after one untimed step that lets that settle. A round's figure is the
+    samples of one call over the block's median call.
+    """
+    for config in configs:
+        with config.context():
+            for _ in range(warmup):
+                step(config.model, config.iterator)
+            # The least of three probe steps: a stall in the probe would shorten every block.
+            seconds = min(step(config.model, config.iterator)[0] for _ in range(3))
+        config.steps = max(block, math.ceil(MIN_BLOCK_S / max(seconds, 1e-6)))
+    rates: dict[str, list[float]] = {config.label: [] for config in configs}
+    order = random.Random(seed)
+    for _ in range(rounds):
+        for config in order.sample(configs, len(configs)):
+            with config.context():
+                step(config.model, config.iterator)
+                times = [step(config.model, config.iterator)[0] for _ in range(config.steps)]
+            rates[config.label].append(config.samples_per_call / median(times))
+    return rates

@@ -1,0 +1,368 @@
+"""The user's problem: their model and data, checked against the contract and built once.
+
+A :class:`Problem` builds the model file's model once (to check it, take its initial
+weights and describe it as a :class:`~precsearch.records.ModelInfo`), wraps its data in
+the stream every trial shares (shuffled with a fixed seed, repeated, batched), and makes
+compiled models under any policy from those same initial weights. Whatever the user's
+functions return that breaks the contract is a one-line ``UserInputError`` naming the
+file and the function.
+
+TensorFlow is imported when a Problem is created, never at module import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+from typing import Any
+
+from precsearch.errors import UserInputError, is_resource_problem, missing_module, one_line
+from precsearch.policy import Policy
+from precsearch.policy.layers import model_layers, scalar
+from precsearch.records import ModelInfo, ModelSpec
+
+__all__ = ["Problem", "import_tensorflow"]
+
+
+def import_tensorflow() -> Any:
+    """TensorFlow, imported quietly; where it is not installed, one line saying how.
+
+    Raises:
+        UserInputError: TensorFlow is not installed (``pip install 'precsearch[cpu]'``).
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ModuleNotFoundError as exc:
+        raise missing_module(exc, "precsearch (to build and train models)") from None
+    replicas = int(os.environ.get("PRECSEARCH_CPU_REPLICAS") or 0)
+    if replicas > 1:
+        # Several logical CPUs, to run data-parallel code without GPUs (tests): possible
+        # only before TensorFlow has set its devices up.
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        with contextlib.suppress(RuntimeError):
+            config = tf.config.LogicalDeviceConfiguration
+            tf.config.set_logical_device_configuration(cpu, [config() for _ in range(replicas)])
+    return tf
+
+
+class Problem:
+    """One model file's model and data, built once in this process.
+
+    Args:
+        spec: Where the model and data come from.
+        batch_size: The model's own batch size (default: ``precsearch_config`` or 32).
+        strategy: ``"none"``, or ``"mirrored"``: every model trains data-parallel under
+            ``tf.distribute.MirroredStrategy`` over the visible GPUs (or logical CPUs).
+
+    Attributes:
+        keras, tf: The modules, imported here.
+        info: The model's description (layers, batch size, data sizes, hardware).
+        initial_weights: The weights every trial and reference starts from.
+        batch_size: The model's own batch size.
+
+    Raises:
+        UserInputError: The model file's functions return something that breaks the
+            contract (wrong type, batched data, data that does not fit, no loss).
+    """
+
+    def __init__(
+        self, spec: ModelSpec, batch_size: int | None = None, strategy: str = "none"
+    ) -> None:
+        self.tf = import_tensorflow()
+        import keras
+
+        self.keras = keras
+        self.strategy = self._strategy(strategy)
+        self.spec = spec
+        self.batch_size = batch_size or int(spec.config.get("batch_size", 32))
+        keras.utils.set_random_seed(0)
+        model = self.build()
+        self._compile_config = self._find_compile_config(model)
+        self.train_examples, self.n_train = self._examples("train_data")
+        self.val_examples, self.n_val = (None, 0)
+        if spec.val_data is not None:
+            self.val_examples, self.n_val = self._examples("val_data")
+        self._check_data_fits(model)
+        self.initial_weights = model.get_weights()
+        self.info = self._model_info(model)
+
+    def _strategy(self, name: str) -> Any:
+        if name == "none":
+            return None
+        if name != "mirrored":
+            raise UserInputError(f"--strategy {name!r}: expected none or mirrored")
+        tf = self.tf
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy(devices=[d.name for d in devices])
+
+    def _scope(self) -> Any:
+        return self.strategy.scope() if self.strategy else contextlib.nullcontext()
+
+    def iterator(self, batch_size: int, seed: int) -> Any:
+        """An iterator over :meth:`dataset`, split across replicas under a strategy."""
+        data = self.dataset(batch_size, seed)
+        if self.strategy is not None:
+            data = self.strategy.experimental_distribute_dataset(data)
+        return iter(data)
+
+    def _where(self, function: str) -> str:
+        return f"{self.spec.source}: {function}()"
+
+    def _call(self, function: str) -> Any:
+        """Call one of the model file's functions; what it raises is the user's error,
+        except running out of memory, which is the machine's (it fails a trial)."""
+        try:
+            return getattr(self.spec, function)()
+        except ModuleNotFoundError as exc:
+            raise missing_module(exc, self._where(function)) from None
+        except Exception as exc:
+            if is_resource_problem(exc):
+                raise
+            raise UserInputError(f"{self._where(function)} raised {one_line(exc)}") from None
+
+    def build(self) -> Any:
+        """A new model from ``build_model()`` (its layer ids always those of ``info``)."""
+        keras = self.keras
+        # Keras numbers unnamed layers per process (dense, dense_1, ...): start each
+        # build from zero so that every build has the layer ids of model_info.json.
+        from keras.src.utils.naming import reset_uids
+
+        reset_uids()
+        model = self._call("build_model")
+        if not isinstance(model, keras.Model):
+            raise UserInputError(
+                f"{self._where('build_model')} returned {type(model).__name__}, "
+                "expected a keras.Model"
+            )
+        return model
+
+    def _find_compile_config(self, model: Any) -> dict[str, Any] | None:
+        if self.spec.compile_kwargs is not None:
+            return None
+        if not model.compiled:
+            raise UserInputError(
+                f"{self.spec.source}: no loss anywhere: compile the model in build_model() "
+                "or define compile_kwargs() returning at least a loss"
+            )
+        return model.get_compile_config()
+
+    def compile_kwargs(self, user: bool = False) -> dict[str, Any]:
+        """Fresh ``model.compile`` arguments (a new optimizer object on each call).
+
+        Args:
+            user: The user's own arguments as they are; by default those a policy
+                compiles with: ``jit_compile`` left to the policy (the user's resolved
+                setting is the FP32 baseline's, :meth:`baseline`) and ``run_eagerly``
+                dropped (steps are timed as graphs). ``steps_per_execution`` stays: it
+                is part of the user's training, and one call is that many steps.
+        """
+        keras = self.keras
+        if self.spec.compile_kwargs is not None:
+            kwargs = dict(self._call("compile_kwargs"))
+            optimizer = kwargs.get("optimizer", "rmsprop")
+            if isinstance(optimizer, keras.optimizers.Optimizer):
+                optimizer = type(optimizer).from_config(optimizer.get_config())
+            kwargs["optimizer"] = optimizer
+        else:
+            from keras.src.saving import serialization_lib
+
+            kwargs = serialization_lib.deserialize_keras_object(self._compile_config)
+        if kwargs.get("loss") is None:
+            raise UserInputError(
+                f"{self._where('compile_kwargs')} has no 'loss', expected a loss for training"
+            )
+        if not user:
+            for key in ("run_eagerly", "jit_compile"):
+                kwargs.pop(key, None)
+        kwargs["optimizer"] = keras.optimizers.get(kwargs.get("optimizer", "rmsprop"))
+        return kwargs
+
+    def _examples(self, function: str) -> tuple[Any, int]:
+        tf = self.tf
+        data = self._call(function)
+        expected = "expected (x, y) arrays or an unbatched tf.data.Dataset"
+        if isinstance(data, tf.data.Dataset):
+            dataset = data
+        elif isinstance(data, (tuple, list)) and len(data) in (2, 3):
+            try:
+                dataset = tf.data.Dataset.from_tensor_slices(tuple(data))
+            except Exception as exc:
+                raise UserInputError(
+                    f"{self._where(function)} returned arrays that do not line up "
+                    f"({one_line(exc)}), {expected}"
+                ) from None
+        else:
+            raise UserInputError(
+                f"{self._where(function)} returned {type(data).__name__}, {expected}"
+            )
+        n = int(dataset.cardinality())
+        if n == tf.data.INFINITE_CARDINALITY:
+            raise UserInputError(
+                f"{self._where(function)} returned a dataset that repeats forever, "
+                "expected a finite one (precsearch repeats it itself)"
+            )
+        if n == tf.data.UNKNOWN_CARDINALITY:
+            n = int(dataset.reduce(0, lambda count, _: count + 1))
+        if n < 1:
+            raise UserInputError(f"{self._where(function)} returned no examples")
+        return dataset, n
+
+    def _check_data_fits(self, model: Any) -> None:
+        tf = self.tf
+        spec = self.train_examples.element_spec
+        first = tf.nest.flatten(spec)[0]
+        inputs = getattr(model, "inputs", None) if model.built else None
+        try:
+            input_shapes = [tuple(t.shape) for t in inputs or []]
+        except (AttributeError, ValueError):
+            input_shapes = []
+        if input_shapes and len(first.shape) == len(input_shapes[0]) and first.shape[0] is None:
+            raise UserInputError(
+                f"{self._where('train_data')} returned a batched dataset (element shape "
+                f"{tuple(first.shape)}), expected unbatched examples: drop .batch() "
+                "(precsearch batches itself)"
+            )
+        kwargs = self.compile_kwargs(user=True)
+        self.dropped_compile_args = ["run_eagerly"] if kwargs.get("run_eagerly") else []
+        try:
+            x, y = self.first_batch(2)
+            model.compile(**kwargs)
+            # The user's training as Keras runs it here: "auto" XLA resolves to on with
+            # TensorFlow on GPUs, off on CPUs.
+            self.jit_compile = bool(model.jit_compile)
+            self.steps_per_execution = int(model.steps_per_execution or 1)
+            y_pred = model(x, training=False)
+            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
+            float(loss)
+        except Exception as exc:
+            raise UserInputError(
+                f"{self._where('train_data')} examples do not fit build_model()'s model "
+                f"({one_line(exc)})"
+            ) from None
+
+    def _model_info(self, model: Any) -> ModelInfo:
+        layers = model_layers(model)
+        return ModelInfo(
+            source=self.spec.source,
+            fingerprint=self.spec.fingerprint,
+            model_name=model.name,
+            model_class=type(model).__name__,
+            params=int(model.count_params()),
+            layers=layers,
+            output_layers=[layer["id"] for layer in layers if layer["output"]],
+            batch_size=self.batch_size,
+            train_examples=self.n_train,
+            val_examples=self.n_val,
+            jit_compile=self.jit_compile,
+            steps_per_execution=self.steps_per_execution,
+            replicas=self.strategy.num_replicas_in_sync if self.strategy else 1,
+            versions={"tensorflow": self.tf.__version__, "keras": self.keras.__version__},
+            gpus=self._gpus(),
+            dropped_compile_args=self.dropped_compile_args,
+        )
+
+    def _gpus(self) -> list[dict[str, Any]]:
+        gpus = []
+        for device in self.tf.config.list_physical_devices("GPU"):
+            details = self.tf.config.experimental.get_device_details(device)
+            gpus.append(
+                {
+                    "name": details.get("device_name", device.name),
+                    "compute_capability": list(details.get("compute_capability") or []),
+                }
+            )
+        return gpus
+
+    def dataset(self, batch_size: int, seed: int) -> Any:
+        """The training stream: shuffled (seeded), repeated, batched, prefetched.
+
+        Repeating before batching makes the stream of examples the same at any batch
+        size, so a batch-size change alters only how it is cut.
+        """
+        tf = self.tf
+        return (
+            self.train_examples.cache()
+            .shuffle(min(self.n_train, 50_000), seed=seed, reshuffle_each_iteration=True)
+            .repeat()
+            .batch(batch_size, drop_remainder=True)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+
+    def baseline(self) -> Policy:
+        """The user's own training in FP32: their batch size and XLA setting."""
+        return Policy(batch_size=self.batch_size, jit_compile=self.jit_compile)
+
+    def normalise(self, policy: Policy) -> Policy:
+        """``policy`` with its batch sizes filled in from the model's own."""
+        return dataclasses.replace(
+            policy,
+            batch_size=policy.batch_size or self.batch_size,
+            base_batch_size=policy.base_batch_size or self.batch_size,
+        )
+
+    def model_for(self, policy: Policy, seed: int) -> Any:
+        """A model from the initial weights under ``policy``, compiled and traceable.
+
+        The learning rate follows the policy's batch size by its LR rule (a schedule is
+        left alone); the optimizer is built and the train function made, so that the
+        state can be saved and restored (see :meth:`restore`) instead of retraced.
+        """
+        keras = self.keras
+        keras.utils.set_random_seed(seed)
+        with self._scope():
+            model = self.build()
+            model.set_weights(self.initial_weights)
+            kwargs = self.compile_kwargs()
+            optimizer = kwargs.pop("optimizer")
+            schedule = keras.optimizers.schedules.LearningRateSchedule
+            if not isinstance(getattr(optimizer, "_learning_rate", None), schedule):
+                lr = policy.scaled_learning_rate(scalar(optimizer.learning_rate))
+                optimizer.learning_rate = lr
+            policy.compile(model, optimizer=optimizer, **kwargs)
+            model.optimizer.build(model.trainable_variables)
+            if self.strategy is not None:
+                # Keras resolves a metric named "accuracy" on its first update; inside a
+                # replica that fails ("must feed a value for placeholder"): do it here.
+                x, y = self.first_batch(2)
+                model.compute_metrics(x, y, model(x), sample_weight=None)
+                model.reset_metrics()
+            model.make_train_function()
+        return model
+
+    def restore(self, model: Any, optimizer_state: list[Any]) -> None:
+        """Put a traced model back to the initial weights and a saved optimizer state.
+
+        Cheaper than building and tracing a new model (MobileNetV2: ~12 s a trace).
+        """
+        model.set_weights(self.initial_weights)
+        for variable, value in zip(model.optimizer.variables, optimizer_state, strict=True):
+            variable.assign(value)
+
+    def gradient_norms(self, model: Any, batch_size: int) -> dict[str, float]:
+        """The gradient's norm on the first training batch (at most 64 examples), global
+        and per layer (:func:`precsearch.policy.numerics.gradient_norms`)."""
+        from precsearch.policy.numerics import gradient_norms
+
+        return gradient_norms(model, self.first_batch(min(batch_size, 64)))
+
+    def first_batch(self, size: int) -> tuple[Any, Any]:
+        """``(x, y)`` of the first ``size`` training examples, in the file's order."""
+        batch = next(iter(self.train_examples.batch(size)))
+        return batch[0], batch[1]
+
+    def evaluate(self, model: Any, batch_size: int) -> dict[str, Any]:
+        """``{loss, metric, metric_name}`` on the validation data (empty without any)."""
+        if self.val_examples is None:
+            return {}
+        tf = self.tf
+        data = self.val_examples.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+        logs = model.evaluate(data, verbose=0, return_dict=True)
+        names = [k for k in logs if k != "loss"]
+        out: dict[str, Any] = {"loss": float(logs.get("loss", math.nan))}
+        if names:
+            out["metric_name"] = names[0]
+            out["metric"] = float(logs[names[0]])
+        return out

@@ -1,0 +1,134 @@
+"""FP32 reference runs: the band of FP32 training that candidates are judged against.
+
+The user's own training (their batch size, XLA setting and steps per call) is trained in
+FP32 from the initial weights once per data-order seed (at least 3) for the budget's
+samples; the spread between seeds is the noise band of :mod:`precsearch.engine.fidelity`.
+A single run at a candidate's batch size and XLA setting serves the precision-only
+diagnostic. One traced model serves every seed (its weights and
+optimizer state are restored between runs), and the runs are cached in memory and, with
+a work folder, in a JSON file per model fingerprint, batch size, LR rule and step count,
+written atomically so that other workers reading the folder never see half a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from precsearch.engine.instrument import step
+from precsearch.engine.problem import Problem
+from precsearch.files import write_text_atomic
+from precsearch.policy import Policy
+from precsearch.records import Budget, Reference
+
+__all__ = ["References"]
+
+
+class References:
+    """The FP32 references of one problem.
+
+    Args:
+        problem: The model and data.
+        work_dir: Where the cache files live (``None``: memory only).
+        keep: Called with ``(model, iterator)`` after fresh runs of the user's own
+            training: a traced FP32 model of it is all that the timing needs, and a
+            second trace would cost seconds.
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        work_dir: str | os.PathLike[str] | None = None,
+        keep: Callable[[Any, Any], None] | None = None,
+    ) -> None:
+        self.problem = problem
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self._keep = keep
+        self._cache: dict[tuple[int, str, bool, int], Reference] = {}
+
+    def path(self, policy: Policy, calls: int) -> Path | None:
+        """The cache file of one reference (``None`` without a work folder)."""
+        if self.work_dir is None:
+            return None
+        xla = "_xla" if policy.jit_compile else ""
+        name = f"reference_{self.problem.spec.fingerprint}_bs{policy.batch_size}"
+        return self.work_dir / f"{name}_{policy.lr_rule}{xla}_{calls}.json"
+
+    def get(self, policy: Policy, budget: Budget, seeds: int | None = None) -> Reference:
+        """FP32 runs under ``policy``'s batch size, LR rule and XLA setting, for the
+        budget's samples, ``seeds`` of them (default ``budget.ref_seeds``); cached.
+
+        The user's own training is :meth:`Problem.baseline()
+        <precsearch.engine.problem.Problem.baseline>`: its runs are the band every trial is
+        judged against.
+        """
+        problem = self.problem
+        policy = problem.normalise(policy)
+        if policy.batch_size == problem.batch_size:
+            policy = dataclasses.replace(policy, lr_rule="none")  # every rule is a no-op
+        seeds = seeds or budget.ref_seeds
+        calls = budget.calls(policy.batch_size * problem.steps_per_execution,
+                             problem.batch_size, timed=False)  # fmt: skip
+        key = (policy.batch_size, policy.lr_rule, policy.jit_compile, calls)
+        cached = self._cache.get(key)
+        path = self.path(policy, calls)
+        if cached is None and path is not None and path.exists():
+            cached = Reference.from_dict(json.loads(path.read_text()))
+        if cached is not None and len(cached.curves) >= seeds:
+            self._cache[key] = cached
+            return cached
+        ref = self._run(policy, calls, seeds)
+        self._cache[key] = ref
+        if path is not None:
+            write_text_atomic(path, json.dumps(ref.to_dict()))
+        return ref
+
+    def _run(self, policy: Policy, calls: int, seeds: int) -> Reference:
+        problem = self.problem
+        batch_size = policy.batch_size
+        t0 = time.perf_counter()
+        curves, val_loss, val_metric, metric_name = [], [], [], None
+        model = problem.model_for(policy, seed=0)
+        optimizer_state = [v.numpy() for v in model.optimizer.variables]
+        iterator = None
+        for seed in range(seeds):
+            if seed:
+                problem.restore(model, optimizer_state)
+            iterator = problem.iterator(batch_size, seed=seed)
+            losses = []
+            for _ in range(calls):
+                losses.append(step(model, iterator)[1])
+                if not math.isfinite(losses[-1]):
+                    break
+            curves.append(losses)
+            val = problem.evaluate(model, batch_size)
+            val_loss.append(val.get("loss"))
+            val_metric.append(val.get("metric"))
+            metric_name = val.get("metric_name", metric_name)
+        if policy == problem.baseline() and self._keep is not None:
+            self._keep(model, iterator)
+        if any(not math.isfinite(c[-1]) for c in curves):
+            warnings.warn(
+                f"{problem.spec.source}: an FP32 reference run at batch size {batch_size} "
+                "reached a non-finite loss; fidelity against it means little",
+                stacklevel=3,
+            )
+        return Reference(
+            batch_size=batch_size,
+            lr_rule=policy.lr_rule,
+            jit_compile=policy.jit_compile,
+            steps=calls,
+            samples_per_call=batch_size * problem.steps_per_execution,
+            curves=curves,
+            val_loss=val_loss,
+            val_metric=val_metric,
+            metric_name=metric_name,
+            seconds=time.perf_counter() - t0,
+        )

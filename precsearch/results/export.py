@@ -1,0 +1,134 @@
+"""Writing a study's results into its folder for people and for other programs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from precsearch._version import __version__
+from precsearch.errors import UserInputError
+from precsearch.files import write_text_atomic
+from precsearch.hardware import describe
+from precsearch.policy import Policy
+from precsearch.study.trials import confirmation_of, is_feasible, stored_policy
+
+__all__ = [
+    "best_policy_with_manifest",
+    "trials_frame",
+    "write_trials_csv",
+]
+
+
+def trials_frame(study: Any) -> Any:
+    """Every trial of a study as a pandas DataFrame, one row each.
+
+    Columns: ``number``, ``state``, ``status``, ``reason``, ``baseline``, ``speedup``
+    with its block spread, ``fidelity_gap``, ``feasible``, samples/s of FP32 and the
+    candidate, memory, duration, and each parameter as ``param:<name>``.
+    """
+    import pandas as pd
+
+    record = confirmation_of(study)
+    confirmed = {entry["trial"]: entry for entry in record.candidates} if record else {}
+    best = record.best_trial if record else None
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        result = trial.user_attrs.get("result") or {}
+        blocks = result.get("block_ratios") or {}
+        fp32 = result.get("fp32") or {}
+        cand = result.get("candidate") or {}
+        row: dict[str, Any] = {
+            "number": trial.number,
+            "state": trial.state.name,
+            "status": trial.user_attrs.get("status", trial.state.name.lower()),
+            "reason": trial.user_attrs.get("reason", ""),
+            "baseline": trial.user_attrs.get("baseline", ""),
+            "duplicate_of": trial.user_attrs.get("duplicate_of"),
+            "speedup": result.get("speedup"),
+            "speedup_blocks_median": blocks.get("median"),
+            "speedup_blocks_min": blocks.get("min"),
+            "speedup_blocks_max": blocks.get("max"),
+            "fidelity_gap": result.get("fidelity_gap"),
+            "feasible": is_feasible(trial),
+            "objective_speedup": trial.values[0] if trial.values else None,
+            "objective_gap": trial.values[1] if trial.values else None,
+            "fp32_samples_per_s": fp32.get("samples_per_s"),
+            "candidate_samples_per_s": cand.get("samples_per_s"),
+            "candidate_step_p10_ms": cand["p10"] * 1e3 if cand else None,
+            "candidate_step_median_ms": cand["median"] * 1e3 if cand else None,
+            "timed_steps": cand.get("n"),
+            "peak_memory_mb": result.get("peak_memory_mb"),
+            "duration_s": trial.duration.total_seconds() if trial.duration else None,
+        }
+        ttq = result.get("time_to_quality") or {}
+        row["time_to_quality_speedup"] = ttq.get("speedup")
+        row["precision_gap"] = result.get("precision_gap")
+        # The selection rounds' figures of the candidates (the answer's own, from fresh
+        # rounds, are in the confirmation record and the policy's manifest).
+        figures = (confirmed.get(trial.number) or {}).get("speedup_vs_fp32") or {}
+        for stat in ("median", "min", "max", "rounds"):
+            row[f"confirmed_speedup_vs_fp32_{stat}"] = figures.get(stat)
+        row["best"] = trial.number == best
+        for name, value in trial.params.items():
+            row[f"param:{name}"] = value
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def write_trials_csv(study: Any, path: str | os.PathLike[str]) -> Path:
+    """Write :func:`trials_frame` as CSV (atomically) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(path, trials_frame(study).to_csv(index=False))
+
+
+def best_policy_with_manifest(study: Any) -> Policy:
+    """The confirmed best policy, its manifest filled from the study's storage.
+
+    Raises:
+        UserInputError: The study has no confirmation yet.
+    """
+    record = confirmation_of(study)
+    if record is None:
+        raise UserInputError(
+            f"study {study.study_name!r} has no confirmed best policy yet: run "
+            "`precsearch run` on it to the end"
+        )
+    trial = study.trials[record.best_trial]
+    policy = stored_policy(trial)
+    info = study.user_attrs.get("model_info") or {}
+    chosen = record.best
+    result = trial.user_attrs["result"]
+    policy.manifest = {
+        "confirmed": {
+            "speedup_vs_fp32": chosen.get("speedup_vs_fp32"),
+            "speedup_vs_global_mixed": chosen.get("speedup_vs_global_mixed"),
+            "time_to_quality": chosen.get("time_to_quality"),
+            "from_precision": chosen.get("precision"),
+            "from_batch_size_and_xla": chosen.get("config"),
+            "fidelity_gap": result.get("fidelity_gap"),
+            "precision_gap": result.get("precision_gap"),
+            "rounds": record.rounds,
+            "block_steps": record.block,
+            "fp32_copy_vs_fp32": record.null_vs_fp32,
+            "selection_bar": record.bar,
+            "peers": record.peers,
+        },
+        "baseline": {
+            "batch_size": info.get("batch_size"),
+            "jit_compile": info.get("jit_compile", False),
+            "steps_per_execution": info.get("steps_per_execution", 1),
+            # Kept out of every trial and of this policy's figures (graphs are timed).
+            "dropped_compile_args": info.get("dropped_compile_args", []),
+        },
+        "feasible": is_feasible(trial),
+        "is_fp32": record.best_is_fp32,
+        "verdict": record.verdict,
+        "study": study.study_name,
+        "trial": trial.number,
+        "hardware": describe(info.get("gpus")),
+        "versions": {**info.get("versions", {}), "precsearch": __version__},
+        "model_file": study.user_attrs.get("model_file"),
+    }
+    return policy

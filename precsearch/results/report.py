@@ -1,0 +1,160 @@
+"""Text for people: the Pareto table and where a run's time went."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from precsearch.policy.layers import LayerRecord
+from precsearch.records import TrialResult
+from precsearch.stats import figures_text
+from precsearch.study.trials import confirmation_of, is_repeat
+
+__all__ = [
+    "assignments_summary",
+    "pareto_rows",
+    "pareto_table",
+    "summarize_policy",
+    "time_summary",
+]
+
+SHORT = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
+
+
+def summarize_policy(policy: dict[str, Any]) -> str:
+    """A policy's dtypes in a few words: ``bf16: Conv2D, Dense; fp32: rest``."""
+    by_dtype: dict[str, list[str]] = {}
+    for name, dtype in {**policy.get("types", {}), **policy.get("layers", {})}.items():
+        by_dtype.setdefault(SHORT.get(dtype, dtype), []).append(name)
+    default = SHORT.get(policy.get("default", "float32"), "?")
+    parts = []
+    for dtype, names in sorted(by_dtype.items()):
+        if dtype == default:
+            continue
+        shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+        parts.append(f"{dtype}: {shown}")
+    parts.append(f"{default}: rest")
+    return "; ".join(parts)
+
+
+def pareto_rows(study: Any) -> list[dict[str, Any]]:
+    """The feasible Pareto front, fastest first, as dicts."""
+    rows = []
+    for trial in study.best_trials:
+        if is_repeat(trial):
+            continue
+        result = trial.user_attrs.get("result") or {}
+        policy = result.get("policy") or {}
+        blocks = result.get("block_ratios") or {}
+        rows.append(
+            {
+                "trial": trial.number,
+                "speedup": trial.values[0],
+                "blocks_min": blocks.get("min"),
+                "blocks_max": blocks.get("max"),
+                "gap": trial.values[1],
+                "time_to_quality": (result.get("time_to_quality") or {}).get("speedup"),
+                "batch_size": policy.get("batch_size"),
+                "jit": policy.get("jit_compile"),
+                "policy": summarize_policy(policy),
+                "baseline": trial.user_attrs.get("baseline", ""),
+            }
+        )
+    return sorted(rows, key=lambda row: -row["speedup"])
+
+
+def pareto_table(study: Any) -> str:
+    """The feasible Pareto front as a text table (or a sentence when it is empty).
+
+    Speedup is samples/s against the user's FP32 training; time to quality is the wall
+    time to FP32's final loss, FP32's over the trial's. With a confirmation, the
+    selection rounds' figures (median, min-max) stand beside the search's.
+    """
+    rows = pareto_rows(study)
+    if not rows:
+        return "No feasible trial yet: nothing trained like FP32 within the tolerance."
+    record = confirmation_of(study)
+    confirmed = {entry["trial"]: entry for entry in record.candidates} if record else {}
+    best = record.best_trial if record else None
+    header = f"{'trial':>5}  {'speedup':>7}  {'blocks min-max':>14}  {'to FP32 loss':>12}  "
+    header += f"{'gap':>6}  "
+    if confirmed:
+        header += f"{'confirmed vs FP32':>20}  "
+    lines = [header + f"{'batch':>5}  {'xla':>3}  policy"]
+    for row in rows:
+        spread = (
+            f"{row['blocks_min']:.2f}-{row['blocks_max']:.2f}"
+            if row["blocks_min"] is not None
+            else "-"
+        )
+        label = f" [{row['baseline']}]" if row["baseline"] else ""
+        label += " <- best" if row["trial"] == best else ""
+        ttq = f"{row['time_to_quality']:.2f}x" if row["time_to_quality"] else "not reached"
+        line = f"{row['trial']:>5}  {row['speedup']:>6.2f}x  {spread:>14}  {ttq:>12}  "
+        line += f"{row['gap']:>6.2f}  "
+        if confirmed:
+            entry = confirmed.get(row["trial"], {})
+            line += f"{figures_text(entry.get('speedup_vs_fp32')):>20}  "
+        jit = "on" if row["jit"] else "off"
+        lines.append(line + f"{row['batch_size']!s:>5}  {jit:>3}  {row['policy']}{label}")
+    return "\n".join(lines)
+
+
+def assignments_summary(policy: Any, layers: list[dict[str, Any]]) -> list[str]:
+    """Per-class lines of which dtype a policy gives each layer, from model info alone.
+
+    E.g. ``Conv2D (35 layers): bf16 33, fp32 2``. No TensorFlow is needed.
+    """
+    counts: dict[str, dict[str, int]] = {}
+    for layer in layers:
+        if layer["container"] or not layer["floating"]:
+            continue
+        record = LayerRecord(
+            id=layer["id"],
+            name=layer["name"],
+            class_name=layer["class"],
+            is_output=layer["output"],
+            is_model=False,
+            floating=True,
+        )
+        dtype, _ = policy.dtype_for(record)
+        per = counts.setdefault(layer["class"], {})
+        per[SHORT[dtype]] = per.get(SHORT[dtype], 0) + 1
+    lines = []
+    for cls, per in sorted(counts.items(), key=lambda item: -sum(item[1].values())):
+        total = sum(per.values())
+        parts = ", ".join(f"{dtype} {n}" for dtype, n in sorted(per.items()))
+        lines.append(f"{cls} ({total} layer{'s' if total > 1 else ''}): {parts}")
+    return lines
+
+
+PHASES = (
+    ("worker start", ("worker_start",)),
+    ("TensorFlow import", ("import",)),
+    ("model set-up", ("setup",)),
+    ("FP32 references", ("reference",)),
+    ("build + compile", ("build",)),
+    ("tracing", ("trace",)),
+    ("warm-up", ("warmup",)),
+    ("measured blocks", ("measured",)),
+    ("training on", ("train",)),
+    ("evaluation", ("evaluate",)),
+)
+
+
+def time_summary(results: list[TrialResult], seconds: float) -> str:
+    """Where a run's wall time went, and the share that was overhead.
+
+    Overhead is everything but the measured blocks and the rest of the training.
+    """
+    totals = {
+        label: sum(r.timings.get(k, 0.0) for r in results for k in keys) for label, keys in PHASES
+    }
+    trial_total = sum(r.timings.get("total", 0.0) for r in results)
+    useful = totals["measured blocks"] + totals["training on"]
+    parts = [f"{label} {value:.0f} s" for label, value in totals.items() if value >= 0.5]
+    share = 1 - useful / trial_total if trial_total else 0.0
+    return (
+        f"{len(results)} trials ran in {seconds:.0f} s ({trial_total:.0f} s in trials): "
+        + ", ".join(parts)
+        + f". Overhead (all but measured blocks and training): {share:.0%}."
+    )

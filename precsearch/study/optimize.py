@@ -1,0 +1,236 @@
+"""The Optuna side of a search: the sampler, the objective, and a progress line per trial.
+
+Objectives (plugins): maximise speedup, minimise the fidelity gap, plus any extra ones;
+each objective may add a constraint with ``trial.set_constraint`` (≤ 0 feasible; the
+fidelity objective's is feasibility itself). Infeasible and too-slow trials are
+COMPLETE with penalty values and a positive constraint, so that samplers learn from
+them; only crashes and timeouts are FAIL (:class:`~precsearch.errors.TrialFailed`,
+caught by ``study.optimize``). Each trial's :class:`~precsearch.records.TrialResult`,
+curves down-sampled, goes into its user attrs, so reports need only the storage.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from precsearch.errors import StorageError, TrialFailed, one_line
+from precsearch.records import Budget, TrialResult
+from precsearch.study.options import SearchOptions
+from precsearch.study.space import SearchSpace
+from precsearch.study.storage import redact, storage_failure
+from precsearch.study.trials import fp32_result, is_feasible, is_repeat
+
+__all__ = ["Progress", "make_objective", "make_sampler", "search_trials"]
+
+MAX_CURVE_POINTS = 256
+EXTRA_PENALTY = 1e12
+STORAGE_RETRY_S = (1.0, 2.0, 4.0, 8.0)  # waits before giving up on a lost storage
+MAX_REPEATS = 50  # proposals in a row of measured policies before the search stops
+
+
+def make_sampler(name: str, space: SearchSpace, seed: int, trials: int) -> Any:
+    """The Optuna sampler called ``name`` for this space."""
+    import optuna
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=max(4, min(10, trials // 2)), multivariate=True
+        )
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(
+            seed=seed, population_size=max(4, min(50, trials // 3))
+        )
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.GridSampler(space.choices(), seed=seed)
+
+
+class Progress:
+    """Counts the new trials (a sampler's repeat of a measured policy is not one) and
+    stops the study after ``total`` of them, or once every policy of the space has been
+    measured; prints one line per new trial: a bar, the trial, the best feasible speedup
+    so far.
+
+    Args:
+        total: New trials to run.
+        space_size: How many distinct policies the space holds.
+        stream: Where the lines go (default stderr).
+    """
+
+    def __init__(self, total: int, space_size: int, stream: Any = None) -> None:
+        self.total = total
+        self.space_size = space_size
+        self.done = 0
+        self.exhausted = False
+        self.repeats = 0
+        self.stream = stream or sys.stderr
+        self.best: float | None = None
+
+    def __call__(self, study: Any, trial: Any) -> None:
+        from optuna.trial import TrialState
+
+        measured = {
+            _params_key(t.params)
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        }
+        if len(measured) >= self.space_size:
+            self.exhausted = True
+            study.stop()
+        if is_repeat(trial):
+            self.repeats += 1
+            if self.repeats >= MAX_REPEATS:  # the sampler is stuck on what it measured
+                self.exhausted = True
+                study.stop()
+            return
+        self.repeats = 0
+        self.done += 1
+        if self.done >= self.total:
+            study.stop()
+        self._line(trial)
+
+    def _line(self, trial: Any) -> None:
+        status = trial.user_attrs.get("status", trial.state.name.lower())
+        if (
+            is_feasible(trial)
+            and trial.values
+            and (self.best is None or trial.values[0] > self.best)
+        ):
+            self.best = trial.values[0]
+        width = 20
+        filled = round(width * self.done / max(1, self.total))
+        bar = "#" * filled + "-" * (width - filled)
+        what = f"trial {trial.number:>3} {status:<10}"
+        if trial.values:
+            what += f" speedup {trial.values[0]:5.2f}x gap {trial.values[1]:7.2f}"
+        reason = trial.user_attrs.get("reason", "")
+        best = f"{self.best:.2f}x" if self.best is not None else "none yet"
+        line = f"[{bar}] {self.done}/{self.total} {what} | best feasible {best}"
+        if reason:
+            line += f" | {reason[:80]}"
+        print(line, file=self.stream, flush=True)
+
+
+def _params_key(params: dict[str, Any]) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in params.items()))
+
+
+def make_objective(
+    space: SearchSpace, executor: Any, budget: Budget, objectives: list[Any], seed: int = 0
+) -> Callable[[Any], tuple[float, ...]]:
+    """The Optuna objective: suggest a policy, run it in the executor, score it.
+
+    Every objective plugin gives a value (those with a direction) and may give a
+    constraint. Values must be finite for the samplers: a non-finite extra value becomes
+    a large penalty in its direction. Each trial records the host, process and sampler
+    seed that ran it.
+    """
+    host, pid = socket.gethostname(), os.getpid()
+    reference_cache: dict[str, TrialResult] = {}
+
+    def reference(study: Any) -> TrialResult | None:
+        # The FP32 baseline trial once it completed (study.trials.fp32_trial's rule);
+        # it does not change after that.
+        if "fp32" not in reference_cache and (found := fp32_result(study)) is not None:
+            reference_cache["fp32"] = found
+        return reference_cache.get("fp32")
+
+    def objective(trial: Any) -> tuple[float, ...]:
+        from optuna.trial import TrialState
+
+        trial.set_user_attr("host", host)
+        trial.set_user_attr("pid", pid)
+        trial.set_user_attr("sampler_seed", seed)
+        policy = space.suggest(trial)
+        key = _params_key(trial.params)
+        for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if _params_key(done.params) == key and "result" in done.user_attrs:
+                # The same policy again (samplers repeat themselves in small spaces):
+                # its measurement stands; re-running would only cost time.
+                for attr in ("result", "status", "reason"):
+                    trial.set_user_attr(attr, done.user_attrs.get(attr, ""))
+                trial.set_user_attr("duplicate_of", done.number)
+                for name, value in (done.constraints or {}).items():
+                    trial.set_constraint(name, value)
+                return tuple(done.values)
+        result = executor.run_trial(policy, budget)
+        trial.set_user_attr("result", result.to_dict(max_points=MAX_CURVE_POINTS))
+        trial.set_user_attr("status", result.status)
+        trial.set_user_attr("reason", result.reason)
+        if result.status == "failed":
+            raise TrialFailed(result.reason, result.numerics.get("detail", ""))
+        ref = reference(trial.study)
+        values = []
+        for plugin in objectives:
+            constraint = plugin.constraint(result, ref)
+            if constraint is not None:
+                trial.set_constraint(plugin.name, float(constraint))
+            if plugin.direction is None:
+                continue
+            value = plugin.value(result, ref)
+            if value is None or not math.isfinite(value):
+                value = -EXTRA_PENALTY if plugin.direction == "maximize" else EXTRA_PENALTY
+            values.append(float(value))
+        return tuple(values)
+
+    return objective
+
+
+def search_trials(
+    study: Any,
+    objective: Any,
+    options: SearchOptions,
+    space: SearchSpace,
+    progress: Any,
+    callbacks: list[Any],
+) -> list[str]:
+    """``study.optimize`` for ``options.trials`` new trials (repeats of a measured policy
+    do not count), quiet (a progress line per trial says what Optuna would log with a
+    traceback). A storage that fails mid-study is tried again after waits of
+    ``STORAGE_RETRY_S``; then the failure is one error. Returns notes for people."""
+    import optuna
+
+    if not options.trials:
+        return []
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    size = math.prod(len(values) for values in space.choices().values())
+    counter = Progress(options.trials, size, progress)
+    deadline = time.monotonic() + options.timeout if options.timeout else None
+    waits = list(STORAGE_RETRY_S)
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            study.optimize(
+                objective, timeout=left, catch=(TrialFailed,), callbacks=[counter, *callbacks]
+            )
+            break
+        except Exception as exc:
+            # Optuna can mask a storage error behind one of its own (an UnboundLocalError
+            # was seen when PostgreSQL went away mid-trial): look down the chain for it.
+            lost = storage_failure(exc)
+            if lost is None:
+                raise
+            what = redact(one_line(lost))
+            if not waits:
+                raise StorageError(
+                    f"the storage failed mid-study ({what}); the trials it completed are "
+                    "kept there: run again once it is back"
+                ) from exc
+            wait = waits.pop(0)
+            print(
+                f"storage lost ({what[:120]}); trying again in {wait:g} s",
+                file=progress or sys.stderr,
+                flush=True,
+            )
+            time.sleep(wait)
+    if counter.exhausted and counter.done < options.trials:
+        return [
+            f"stopped after {counter.done} new trials: the sampler proposes only policies "
+            f"it measured already (the space holds {size})"
+        ]
+    return []

@@ -1,0 +1,369 @@
+"""A study from start to end: the body of ``precsearch run`` and ``precsearch.search``.
+
+:func:`run_study` follows the data flow of ARCHITECTURE.md, one step per module:
+
+1. the model is inspected by an executor (:mod:`precsearch.study.executors`: a worker
+   process by default), which answers with the model's
+   :class:`~precsearch.records.ModelInfo`;
+2. the search space is built from it (:mod:`precsearch.study.space`) and the study
+   opened or resumed in its storage (:mod:`precsearch.study.storage`), FP32 and the
+   global recipe enqueued first;
+3. Optuna drives the trials (:mod:`precsearch.study.optimize`), each run by the executor;
+4. the best candidates are re-measured and the answer chosen
+   (:mod:`precsearch.study.confirm`);
+5. exporters write the answer (:mod:`precsearch.results.export` and the exporter
+   plugins); trials.csv, TensorBoard runs (:mod:`precsearch.results.tensorboard_logs`)
+   and report.html (:mod:`precsearch.results.html_report`) are written whatever
+   happened before them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from precsearch.errors import TrialFailed, UserInputError, one_line
+from precsearch.hardware import describe_fingerprint, fingerprint
+from precsearch.plugins import create, get
+from precsearch.records import (
+    Budget,
+    Fidelity,
+    ModelInfo,
+    ModelSpec,
+    SpaceOptions,
+    TrialResult,
+    Winner,
+)
+from precsearch.results.export import best_policy_with_manifest, write_trials_csv
+from precsearch.results.html_report import write_report
+from precsearch.results.tensorboard_logs import TensorBoardLog
+from precsearch.study.confirm import confirm
+from precsearch.study.executors import Executor, InProcess, Worker
+from precsearch.study.optimize import make_objective, make_sampler, search_trials
+from precsearch.study.options import DEFAULT_EXPORTERS, SearchOptions, check_study_name
+from precsearch.study.space import SearchSpace
+from precsearch.study.storage import (
+    SharedReferences,
+    create_or_load,
+    fail_stale_trials,
+    open_storage,
+    redact,
+)
+from precsearch.study.trials import is_repeat
+
+__all__ = [
+    "StudyRun",
+    "default_study_name",
+    "export_winner",
+    "make_executor",
+    "run_study",
+]
+
+
+def default_study_name(model_file: Path) -> str:
+    """``studies/wide_mlp/model.py`` → ``wide_mlp``; ``my net.py`` → ``my_net``."""
+    name = model_file.parent.name if model_file.stem == "model" else model_file.stem
+    return check_study_name(re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".-")[:100] or "study")
+
+
+@dataclass
+class StudyRun:
+    """What one ``run_study`` call did; ``failure`` says what went wrong after the trials
+    (confirmation or export), which leaves the study and its trials intact."""
+
+    study: Any
+    space: SearchSpace
+    study_dir: Path
+    paths: dict[str, Path | str]
+    results: list[TrialResult]
+    seconds: float
+    notes: list[str]
+    verdict: str = ""
+    failure: str = ""
+
+
+@dataclass
+class _Run:
+    """What the steps of one run share."""
+
+    options: SearchOptions
+    budget: Budget
+    objectives: list[Any]
+    exporters: list[str]
+    spec: ModelSpec | None
+    model_path: Path | None
+    study_dir: Path
+    paths: dict[str, Path | str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def source(self) -> str:
+        return str(self.model_path) if self.model_path else self.spec.source
+
+
+def export_winner(
+    study: Any,
+    directory: Path,
+    exporters: list[str],
+    model_exports: Callable[[Any, list[str]], Any],
+) -> dict[str, Path]:
+    """Run exporter plugins on the confirmed best policy; return what they wrote.
+
+    Exporters that need the trained model go through ``model_exports(policy, names)``
+    (a worker trains the policy for the budget once for all of them); the others get
+    the study here.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    best = best_policy_with_manifest(study)
+    written: list[Path] = []
+    needs_model = [
+        spec for spec in exporters if get("exporter", spec.partition("=")[0]).needs_model
+    ]
+    for spec in exporters:
+        if spec not in needs_model:
+            written += create("exporter", spec).export(Winner(policy=best, study=study), directory)
+    if needs_model:
+        written += [Path(p) for p in model_exports(best, needs_model)]
+    return {path.name: path for path in written}
+
+
+def make_executor(
+    options: SearchOptions,
+    work_dir: Path,
+    model_path: Path | None = None,
+    spec: ModelSpec | None = None,
+) -> Executor:
+    """The executor a run's options ask for: a worker process for a model file, or this
+    process (``in_process``, and always for a spec of callables)."""
+    budget = options.budget()
+    fidelity = Fidelity(tolerance=float(options.tolerance or 1.0))
+    if options.in_process or spec is not None:
+        spec = spec or create("loader", options.loader).load(model_path)
+        return InProcess(spec, work_dir, budget, fidelity, options.batch_size, options.strategy)
+    env = dict(options.env)
+    if options.gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(options.gpu)  # this worker sees one GPU
+    return Worker(
+        model_path,
+        work_dir,
+        budget,
+        fidelity,
+        options.batch_size,
+        trial_timeout=options.trial_timeout,
+        env=env,
+        loader=options.loader,
+        strategy=options.strategy,
+    )
+
+
+def _prepare(model: str | os.PathLike[str] | ModelSpec, options: SearchOptions) -> _Run:
+    """The run's options resolved, its plugins checked and its folder named, before any
+    model is built: every mistake here is the user's, and cheap to find."""
+    spec = model if isinstance(model, ModelSpec) else None
+    model_path = None if spec is not None else Path(model).resolve()
+    config = (
+        spec.config if spec is not None else create("loader", options.loader).config(model_path)
+    )
+    options = options.resolved(config)
+    objectives = [
+        create("objective", "speedup"),
+        create("objective", f"fidelity={options.tolerance}"),
+        *[create("objective", name) for name in options.objectives],
+    ]
+    exporters = [*DEFAULT_EXPORTERS, *[e for e in options.exporters if e not in DEFAULT_EXPORTERS]]
+    for name in exporters:
+        get("exporter", name.partition("=")[0])  # unknown or broken: fail before any trial
+    if spec is not None and not options.in_process:
+        warnings.warn(
+            "a model given as callables runs its trials in this process: crashes and hangs "
+            "are not isolated (pass a model file for that)",
+            stacklevel=3,
+        )
+        options.in_process = True
+    name = options.study_name or default_study_name(
+        model_path or Path(spec.source.strip("<>").split()[-1].split(".")[-1])
+    )
+    study_dir = Path(options.out) / name
+    options.study_name = name
+    run = _Run(options, options.budget(), objectives, exporters, spec, model_path, study_dir)
+    run.paths = {
+        "study folder": study_dir,
+        "storage": redact(options.storage) if options.storage else study_dir / "study.journal",
+    }
+    return run
+
+
+def _open_search(run: _Run, storage: Any, space: SearchSpace, info: ModelInfo) -> tuple[Any, bool]:
+    """``(study, created)``: create the study, or join it if it was made with the same
+    search space on the same kind of hardware.
+
+    Raises:
+        UserInputError: Another search space, or other hardware: speed figures measured
+            on different machines do not compare.
+    """
+    options, name = run.options, run.options.study_name
+    sampler = make_sampler(options.sampler, space, options.seed, options.trials)
+    described = {**space.describe(), "objectives": [o.name for o in run.objectives]}
+    directions = [o.direction for o in run.objectives if o.direction]
+    study, created = create_or_load(name, storage, sampler, directions)
+    here = fingerprint(info.gpus)
+    if created or study.user_attrs.get("space") is None:
+        study.set_user_attr("space", described)
+        study.set_user_attr("model_file", run.source)
+        study.set_user_attr("loader", options.loader)
+        study.set_user_attr("budget", run.budget.to_dict())
+        study.set_user_attr("tolerance", float(options.tolerance))
+        study.set_user_attr("model_info", info.to_dict())
+        study.set_user_attr("options", {**options.shared(), "dtypes": space.dtypes})
+        study.set_user_attr("hardware", here)
+        return study, created
+    stored = study.user_attrs["space"]
+    if stored != described:
+        changed = sorted(k for k in described if stored.get(k) != described[k])
+        raise UserInputError(
+            f"study {name!r} was created with another search space (differs in "
+            f"{', '.join(changed)}); resume it with the same options or pick a new "
+            "--study-name"
+        )
+    theirs = study.user_attrs.get("hardware")
+    if theirs is not None and theirs != here:
+        raise UserInputError(
+            f"study {name!r} measures speed on {describe_fingerprint(theirs)}; this machine "
+            f"is {describe_fingerprint(here)}: its figures would not compare. Run a study "
+            "per kind of machine (another --study-name)"
+        )
+    if study.user_attrs.get("budget") != run.budget.to_dict():
+        warnings.warn(
+            f"study {name!r} was run with budget {study.user_attrs.get('budget')}; "
+            f"this run uses {run.budget.to_dict()}: their trials are not comparable",
+            stacklevel=3,
+        )
+    return study, created
+
+
+def _model_notes(info: ModelInfo) -> list[str]:
+    """What precsearch changed about the user's training, for people."""
+    if "run_eagerly" in info.dropped_compile_args:
+        return [
+            "your compile arguments set run_eagerly=True: precsearch trains and times the "
+            "step as a traced graph (eager steps are no measure of a policy's speed), so "
+            "every figure here is for graph execution"
+        ]
+    return []
+
+
+def _confirm_and_export(run: _Run, study: Any, executor: Executor) -> str:
+    """The confirmation's verdict; the answer exported into the study folder."""
+    options = run.options
+    record = confirm(
+        study, executor, run.budget, options.confirm_top, options.rounds,
+        max(10, run.budget.block),
+    )  # fmt: skip
+
+    def model_exports(policy: Any, names: list[str]) -> list[str]:
+        return executor.export(policy, names, run.study_dir)["paths"]
+
+    run.paths.update(export_winner(study, run.study_dir, run.exporters, model_exports))
+    return record.verdict
+
+
+def _write_files(run: _Run, study: Any, logs: TensorBoardLog) -> str:
+    """trials.csv, the TensorBoard runs (earlier trials too, on a resume) and
+    report.html; what went wrong writing them, if anything."""
+    try:
+        run.paths["trials.csv"] = write_trials_csv(study, run.study_dir / "trials.csv")
+        run.paths["tensorboard"] = logs.write_all(study)
+        run.paths["report.html"] = write_report(study, run.study_dir / "report.html")
+    except OSError as exc:
+        return f"writing the study's files failed ({one_line(exc)})"
+    return ""
+
+
+def run_study(
+    model: str | os.PathLike[str] | ModelSpec,
+    options: SearchOptions,
+    progress: Any = None,
+    executor: Executor | None = None,
+) -> StudyRun:
+    """Run (or resume) a study (see the module doc).
+
+    Args:
+        model: A source for the loader (a model file's path by default), or a spec of
+            callables (run in this process).
+        options: The run's options.
+        progress: A stream for progress lines (default stderr).
+        executor: A ready executor (``Worker`` or ``InProcess``); by default one is made
+            from the options (:func:`make_executor`).
+
+    Raises:
+        UserInputError: Bad options, a broken model file, an unknown plugin, or a study
+            that was created with another search space.
+    """
+    from optuna.trial import TrialState
+
+    t_start = time.perf_counter()
+    run = _prepare(model, options)
+    options = run.options
+    storage = open_storage(options.storage, run.study_dir, options.heartbeat)
+    own_executor = executor is None
+    if executor is None:
+        executor = make_executor(options, run.study_dir / "work", run.model_path, run.spec)
+    study = None
+    logs = TensorBoardLog(run.study_dir / "tensorboard")
+    verdict = failure = ""
+    try:
+        executor.start()
+        info = executor.model_info
+        space_options = SpaceOptions(
+            group_by=options.group_by, dtypes=options.dtypes, lr_rule=options.lr_rule
+        )
+        space = SearchSpace(info.to_dict(), space_options, options.dimensions)
+        study, created = _open_search(run, storage, space, info)
+        share = SharedReferences(study, run.study_dir / "work")
+        share.download()
+        journal = options.storage is None or "://" not in options.storage
+        stale = fail_stale_trials(study, journal=journal)
+        run.notes += [*space.options.notes, *_model_notes(info)]
+        if stale:
+            run.notes.append(f"marked trials {stale} failed: their run was killed")
+        if created:  # only the process that created the study: creators may race
+            for label, params in space.baselines():
+                study.enqueue_trial(params, user_attrs={"baseline": label}, skip_if_exists=True)
+        before = {
+            t.number for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING
+        }
+        objective = make_objective(space, executor, run.budget, run.objectives, options.seed)
+        run.notes += search_trials(study, objective, options, space, progress, [share, logs])
+        if options.confirm_top > 0:
+            try:
+                verdict = _confirm_and_export(run, study, executor)
+            except (TrialFailed, OSError) as exc:
+                failure = f"confirmation or export failed ({one_line(exc)})"
+    finally:
+        if own_executor:
+            executor.close()
+        if study is not None:
+            # Whatever went wrong above, what the trials measured reaches the files.
+            failure = failure or _write_files(run, study, logs)
+    results = [
+        TrialResult.from_dict(t.user_attrs["result"])
+        for t in study.get_trials(deepcopy=False)
+        if t.number not in before and "result" in t.user_attrs and not is_repeat(t)
+    ]
+    return StudyRun(
+        study=study,
+        space=space,
+        study_dir=run.study_dir,
+        paths=run.paths,
+        results=results,
+        seconds=time.perf_counter() - t_start,
+        notes=run.notes,
+        verdict=verdict,
+        failure=failure,
+    )

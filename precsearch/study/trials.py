@@ -1,0 +1,86 @@
+"""Reading a study's trials: which is which, and what each ran and decided.
+
+One rule each, for every reader (the objective, the confirmation, the results): the FP32
+baseline trial, the global recipe's trial, the trials that measured a policy of their
+own, a trial's policy, and whether it met its constraints. Only the storage's data is
+read; nothing here imports Optuna, TensorFlow or pandas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from precsearch.policy import Policy
+from precsearch.records import Confirmation, TrialResult
+
+__all__ = [
+    "baseline_trial",
+    "confirmation_of",
+    "finished",
+    "fp32_result",
+    "fp32_trial",
+    "is_feasible",
+    "is_repeat",
+    "stored_policy",
+]
+
+
+def is_feasible(trial: Any) -> bool:
+    """Whether a finished Optuna trial met every constraint (≤ 0) it was given."""
+    constraints = trial.constraints or {}
+    return bool(constraints) and all(value <= 0 for value in constraints.values())
+
+
+def is_repeat(trial: Any) -> bool:
+    """Whether a trial is a sampler's repeat of a policy measured already (stored with
+    the earlier figures, not run again, not counted)."""
+    return "duplicate_of" in trial.user_attrs
+
+
+def finished(study: Any) -> list[Any]:
+    """The completed trials that measured a policy of their own (no repeats)."""
+    return [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if t.state.name == "COMPLETE" and "result" in t.user_attrs and not is_repeat(t)
+    ]
+
+
+def baseline_trial(study: Any, label: str) -> Any | None:
+    """The trial enqueued as baseline ``label`` (``fp32``, ``global_bfloat16``; a label
+    ending in ``_`` is a prefix: ``global_`` for the first global recipe).
+
+    A trial whose worker died is retried and the retry carries the label, so there may
+    be several: the first COMPLETE one with a result, else the first of any state (whose
+    reason says what happened to it); ``None`` when there is none.
+    """
+    found = []
+    for trial in study.get_trials(deepcopy=False):
+        name = str(trial.user_attrs.get("baseline", ""))
+        if name.startswith(label) if label.endswith("_") else name == label:
+            found.append(trial)
+    done = [t for t in found if t.state.name == "COMPLETE" and "result" in t.user_attrs]
+    return (done or found or [None])[0]
+
+
+def fp32_trial(study: Any) -> Any | None:
+    """The FP32 baseline trial (the user's own training measured as a trial), once it
+    completed; ``None`` before."""
+    trial = baseline_trial(study, "fp32")
+    return trial if trial is not None and trial.state.name == "COMPLETE" else None
+
+
+def fp32_result(study: Any) -> TrialResult | None:
+    """The FP32 baseline trial's result (``None`` before it completed)."""
+    trial = fp32_trial(study)
+    return TrialResult.from_dict(trial.user_attrs["result"]) if trial else None
+
+
+def stored_policy(trial: Any) -> Policy:
+    """The policy a trial ran, from its stored result."""
+    return Policy.from_dict(trial.user_attrs["result"]["policy"])
+
+
+def confirmation_of(study: Any) -> Confirmation | None:
+    """A study's confirmation record (``None`` before its confirmation)."""
+    return Confirmation.from_dict(study.user_attrs.get("confirmation"))

@@ -1,0 +1,356 @@
+"""The worker process an executor runs trials in, so that no trial can take the study down.
+
+The study process (which never imports TensorFlow) starts ``python -m
+precsearch.engine.serve``; that worker imports TensorFlow once, builds a
+:class:`~precsearch.engine.runner.Runner` for the model file (keeping one traced FP32
+model of the user's training for timing), answers with the model's
+:class:`~precsearch.records.ModelInfo`, and runs commands sent to it one at a time as JSON
+lines. Its stderr goes to a file whose last lines explain a crash.
+
+Whatever happens to a trial comes back as a :class:`~precsearch.records.TrialResult`:
+a worker that dies (segfault, ``os.abort``, killed for memory) fails that trial with the
+signal and its last stderr lines, and a fresh worker takes the next one; a trial past its
+wall-clock timeout has its worker killed (``failed: timeout``). A worker whose parent
+dies, even by ``kill -9``, exits too (parent-death signal on Linux, and end of stdin).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from precsearch.errors import TrialFailed, UserInputError
+from precsearch.policy import Policy
+from precsearch.records import Budget, Fidelity, Measurement, ModelInfo, TrialResult
+
+__all__ = ["Worker"]
+
+READY_TIMEOUT = 600.0
+
+
+def _signal_name(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+class Worker:
+    """A worker process for one model file, restarted whenever it dies.
+
+    Args:
+        model_file: Path of the model file (callables cannot cross a process).
+        work_dir: Shared cache of the model info, initial weights and FP32 references.
+        budget: Default budget of each trial.
+        fidelity: Feasibility settings.
+        batch_size: The model's own batch size (default from the model file).
+        trial_timeout: Wall-clock seconds a trial may take before its worker is killed.
+        env: Extra environment variables for the worker.
+        loader: The loader plugin (``NAME`` or ``NAME=ARG``) that reads ``model_file``.
+        strategy: ``"none"`` or ``"mirrored"``: data-parallel trials over the GPUs.
+        max_growth: Restart the worker after a trial once its resident memory has grown
+            by more than this share since its first trial (TensorFlow keeps a little of
+            every traced step; see :mod:`precsearch.engine.memory`).
+    """
+
+    def __init__(
+        self,
+        model_file: str | os.PathLike[str],
+        work_dir: str | os.PathLike[str],
+        budget: Budget | None = None,
+        fidelity: Fidelity | None = None,
+        batch_size: int | None = None,
+        trial_timeout: float = 1800.0,
+        env: dict[str, str] | None = None,
+        loader: str = "model_file",
+        max_growth: float = 0.5,
+        strategy: str = "none",
+    ) -> None:
+        self.loader = loader
+        self.strategy = strategy
+        self.max_growth = max_growth
+        self._first_rss: float | None = None
+        self.model_file = str(Path(model_file).resolve())
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.budget = budget or Budget()
+        self.fidelity = fidelity or Fidelity()
+        self.batch_size = batch_size
+        self.trial_timeout = trial_timeout
+        self.env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._replies: IO[bytes] | None = None
+        self._start_split: dict[str, float] = {}
+        self.started = 0
+        self.trials_in_process = 0
+        self.model_info: ModelInfo | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id, while one runs."""
+        return self.proc.pid if self.proc and self.proc.poll() is None else None
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> dict[str, float]:
+        """Start a worker (if none runs) and wait until it has built the model.
+
+        Returns:
+            The start-up split: ``worker_start``, ``import``, ``setup`` seconds.
+
+        Raises:
+            UserInputError: The model file breaks the contract (it will for every trial).
+            TrialFailed: The worker died or hung while starting.
+        """
+        if self.pid is not None:
+            return {}
+        t0 = time.perf_counter()
+        read_fd, write_fd = os.pipe()
+        if self._stderr is not None:
+            self._stderr.close()
+        # Kept open for the worker's life: its last lines explain a crash.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
+        env = {**os.environ, **self.env, "PRECSEARCH_REPLY_FD": str(write_fd)}
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "precsearch.engine.serve"],
+            stdin=subprocess.PIPE,
+            stdout=self._stderr,
+            stderr=self._stderr,
+            pass_fds=(write_fd,),
+            env=env,
+            start_new_session=True,
+        )
+        os.close(write_fd)
+        self._replies = os.fdopen(read_fd, "rb")
+        self.started += 1
+        self.trials_in_process = 0
+        self._first_rss = None
+        self._send(
+            {
+                "cmd": "init",
+                "model_file": self.model_file,
+                "loader": self.loader,
+                "work_dir": str(self.work_dir),
+                "budget": self.budget.__dict__,
+                "fidelity": self.fidelity.__dict__,
+                "batch_size": self.batch_size,
+                "strategy": self.strategy,
+            }
+        )
+        reply = self._receive(READY_TIMEOUT, "starting")
+        if reply.get("error") == "user_input":
+            self.close()
+            raise UserInputError(reply["message"])
+        if "error" in reply:
+            self.close()
+            raise TrialFailed("worker start failed", reply.get("message", ""))
+        self.model_info = ModelInfo.from_dict(reply["model_info"])
+        total = time.perf_counter() - t0
+        split = {"import": reply["import"], "setup": reply["setup"]}
+        split["worker_start"] = max(0.0, total - split["import"] - split["setup"])
+        # Charged to the next trial, whoever started the worker.
+        self._start_split = dict(split)
+        return split
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._died("sending to the worker") from None
+
+    def _receive(self, timeout: float, doing: str) -> dict[str, Any]:
+        assert self._replies is not None
+        ready, _, _ = select.select([self._replies], [], [], timeout)
+        if not ready:
+            self.kill()
+            raise TrialFailed("timeout", f"no answer after {timeout:g} s while {doing}")
+        line = self._replies.readline()
+        if not line:
+            raise self._died(doing)
+        return json.loads(line)
+
+    def _died(self, doing: str) -> TrialFailed:
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        how = _signal_name(code)
+        reason = f"worker died ({how})"
+        if code == -signal.SIGKILL:
+            reason += " - killed, often by the kernel for lack of memory"
+        detail = f"while {doing}; last stderr: {self.stderr_tail()}"
+        self._cleanup()
+        return TrialFailed(reason, detail)
+
+    def stderr_tail(self, lines: int = 8) -> str:
+        """The last lines the worker wrote to stderr (and stdout)."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - 16384))
+        text = self._stderr.read().decode(errors="replace")
+        kept = [line for line in text.splitlines() if line.strip()]
+        return " | ".join(kept[-lines:])
+
+    def run_trial(
+        self,
+        policy: Policy | None,
+        budget: Budget | None = None,
+        timeout: float | None = None,
+        peer: str | None = None,
+    ) -> TrialResult:
+        """Run one trial in the worker; never raises for what happens to the trial.
+
+        Raises:
+            UserInputError: The model file is broken (every trial would fail alike).
+        """
+        timeout = self.trial_timeout if timeout is None else timeout
+        t0 = time.perf_counter()
+        try:
+            self.start()
+            split, self._start_split = self._start_split, {}
+            self._send(
+                {
+                    "cmd": "trial",
+                    "policy": policy.to_dict() if policy else None,
+                    "budget": (budget or self.budget).__dict__,
+                    "peer": peer,
+                }
+            )
+            reply = self._receive(timeout, "running a trial")
+        except TrialFailed as exc:
+            result = TrialResult.failed(policy or Policy(), exc.reason, exc.detail)
+            result.timings["total"] = time.perf_counter() - t0
+            return result
+        if reply.get("error") == "user_input":
+            raise UserInputError(reply["message"])
+        if "result" not in reply:
+            result = TrialResult.failed(
+                policy or Policy(), "worker error", reply.get("message", "")
+            )
+            result.timings["total"] = time.perf_counter() - t0
+            return result
+        result = TrialResult.from_dict(reply["result"])
+        result.timings.update(
+            {key: split.get(key, 0.0) for key in ("worker_start", "import", "setup")}
+        )
+        result.timings["total"] = time.perf_counter() - t0
+        result.numerics["worker_pid"] = self.proc.pid if self.proc else None
+        result.numerics["worker_trial"] = self.trials_in_process
+        self.trials_in_process += 1
+        self._recycle_if_grown(result)
+        return result
+
+    def _recycle_if_grown(self, result: TrialResult) -> None:
+        rss = result.numerics.get("rss_after_mb")
+        if not rss:
+            return
+        if self._first_rss is None:
+            self._first_rss = rss
+        elif rss > self._first_rss * (1 + self.max_growth):
+            # The next trial starts a fresh worker (FP32 references are cached on disk).
+            result.numerics["worker_recycled"] = f"{self._first_rss:.0f} -> {rss:.0f} MiB"
+            self.close()
+
+    def confirm(
+        self,
+        configs: list[tuple[str, Policy | None]],
+        rounds: int,
+        block: int,
+        timeout: float | None = None,
+    ) -> Measurement:
+        """:func:`precsearch.engine.measure.measure` in the worker.
+
+        Raises:
+            TrialFailed: The worker died or timed out.
+        """
+        message = {
+            "cmd": "confirm",
+            "configs": [[label, p.to_dict() if p else None] for label, p in configs],
+            "rounds": rounds,
+            "block": block,
+        }
+        return Measurement.from_dict(self._call(message, timeout))
+
+    def export(
+        self,
+        policy: Policy,
+        exporters: list[str],
+        directory: str | os.PathLike[str],
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`Runner.export <precsearch.engine.runner.Runner.export>` in the worker.
+
+        Raises:
+            TrialFailed: The worker died, timed out or the training went non-finite.
+        """
+        message = {
+            "cmd": "export",
+            "policy": policy.to_dict(),
+            "exporters": exporters,
+            "directory": str(directory),
+        }
+        return self._call(message, timeout)
+
+    def _call(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        self.start()
+        self._send(message)
+        reply = self._receive(self.trial_timeout if timeout is None else timeout, message["cmd"])
+        if reply.get("error") == "user_input":
+            raise UserInputError(reply["message"])
+        if "value" not in reply:
+            raise TrialFailed(f"{message['cmd']} failed", reply.get("message", ""))
+        return reply["value"]
+
+    def kill(self) -> None:
+        """Kill the worker (and anything it started) at once."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        for handle in (self._replies, self.proc.stdin if self.proc else None):
+            if handle is not None:
+                with contextlib.suppress(OSError):
+                    handle.close()
+        self._replies = None
+
+    def close(self) -> None:
+        """Ask the worker to exit; kill it if it does not."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._cleanup()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
