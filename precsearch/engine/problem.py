@@ -20,7 +20,7 @@ from typing import Any
 
 from precsearch.errors import UserInputError, is_resource_problem, missing_module, one_line
 from precsearch.policy import Policy
-from precsearch.policy.layers import model_layers, scalar
+from precsearch.policy.layers import model_layers
 from precsearch.records import ModelInfo, ModelSpec
 
 __all__ = ["Problem", "import_tensorflow"]
@@ -307,8 +307,9 @@ class Problem:
         """A model from the initial weights under ``policy``, compiled and traceable.
 
         The learning rate follows the policy's batch size by its LR rule (a schedule is
-        left alone); the optimizer is built and the train function made, so that the
-        state can be saved and restored (see :meth:`restore`) instead of retraced.
+        scaled whole: :meth:`Policy.scale_optimizer`); the optimizer is built and the
+        train function made, so that the state can be saved and restored (see
+        :meth:`restore`) instead of retraced.
         """
         keras = self.keras
         keras.utils.set_random_seed(seed)
@@ -316,11 +317,7 @@ class Problem:
             model = self.build()
             model.set_weights(self.initial_weights)
             kwargs = self.compile_kwargs()
-            optimizer = kwargs.pop("optimizer")
-            schedule = keras.optimizers.schedules.LearningRateSchedule
-            if not isinstance(getattr(optimizer, "_learning_rate", None), schedule):
-                lr = policy.scaled_learning_rate(scalar(optimizer.learning_rate))
-                optimizer.learning_rate = lr
+            optimizer = policy.scale_optimizer(kwargs.pop("optimizer"))
             policy.compile(model, optimizer=optimizer, **kwargs)
             model.optimizer.build(model.trainable_variables)
             if self.strategy is not None:

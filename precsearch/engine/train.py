@@ -15,6 +15,7 @@ from typing import Any
 
 from precsearch.engine.problem import Problem
 from precsearch.policy import Policy, load_policy
+from precsearch.policy.layers import scalar
 from precsearch.policy.numerics import PolicyGuard
 
 __all__ = ["train"]
@@ -28,11 +29,12 @@ def _fit(problem: Problem, policy: Policy, epochs: int, steps: int | None, out: 
     keras.utils.set_random_seed(0)
     model = problem.build()
     kwargs = problem.compile_kwargs(user=True)
-    optimizer = kwargs.pop("optimizer")
     kwargs.pop("jit_compile", None)  # the policy's XLA setting
-    # A batch size other than the one the learning rate was tuned for: scale it.
-    optimizer.learning_rate = policy.scaled_learning_rate(float(optimizer.learning_rate))
+    # A batch size other than the one the learning rate was tuned for: scale it (a
+    # schedule too: its every value).
+    optimizer = policy.scale_optimizer(kwargs.pop("optimizer"))
     policy.compile(model, optimizer=optimizer, **kwargs)
+    learning_rate = scalar(optimizer.learning_rate)  # at step 0, for the record
 
     data = problem.train_examples.shuffle(min(problem.n_train, 50_000), seed=0)
     if steps is not None:
@@ -55,15 +57,11 @@ def _fit(problem: Problem, policy: Policy, epochs: int, steps: int | None, out: 
     )
     seconds = time.perf_counter() - t0
     final = {name: values[-1] for name, values in history.history.items()}
+    run = {"final": final, "seconds": seconds, "learning_rate": learning_rate}
     if guard.stopped:
-        return {"stopped": guard.stopped, "final": final, "seconds": seconds}
+        return {**run, "stopped": guard.stopped}
     model.export(str(out / "saved_model"), verbose=False)
-    return {
-        "stopped": "",
-        "final": final,
-        "seconds": seconds,
-        "saved_model": str(out / "saved_model"),
-    }
+    return {**run, "stopped": "", "saved_model": str(out / "saved_model")}
 
 
 def train(

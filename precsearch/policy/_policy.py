@@ -322,16 +322,43 @@ class Policy:
 
         return [PolicyGuard(self, **kwargs)]
 
-    def scaled_learning_rate(self, base_lr: float) -> float:
-        """The learning rate for :attr:`batch_size` by :attr:`lr_rule`.
-
-        ``linear`` multiplies ``base_lr`` by ``batch_size / base_batch_size``, ``sqrt`` by
-        its square root; ``none``, or either batch size unset, keeps ``base_lr``.
-        """
+    def lr_factor(self) -> float:
+        """What :attr:`lr_rule` multiplies the learning rate by at :attr:`batch_size`:
+        ``batch_size / base_batch_size`` (``linear``), its square root (``sqrt``), or 1
+        (``none``, or either batch size unset)."""
         if self.lr_rule == "none" or self.batch_size is None or self.base_batch_size is None:
-            return base_lr
+            return 1.0
         ratio = self.batch_size / self.base_batch_size
-        return base_lr * (ratio if self.lr_rule == "linear" else math.sqrt(ratio))
+        return ratio if self.lr_rule == "linear" else math.sqrt(ratio)
+
+    def scaled_learning_rate(self, base_lr: float) -> float:
+        """The learning rate for :attr:`batch_size` by :attr:`lr_rule` (:meth:`lr_factor`)."""
+        return base_lr * self.lr_factor()
+
+    def scale_optimizer(self, optimizer: Any) -> Any:
+        """A Keras optimizer with its learning rate for :attr:`batch_size`, before it is
+        built.
+
+        A number is scaled in place; a ``LearningRateSchedule`` (which Keras does not let
+        anyone assign to) is kept whole, its values scaled, in a new optimizer of the
+        same class and configuration (:class:`~precsearch.policy.schedules.ScaledSchedule`).
+        """
+        import keras
+
+        from precsearch.policy.layers import scalar
+
+        factor = self.lr_factor()
+        if factor == 1.0:
+            return optimizer
+        current = getattr(optimizer, "_learning_rate", None)
+        if isinstance(current, keras.optimizers.schedules.LearningRateSchedule):
+            from precsearch.policy.schedules import ScaledSchedule
+
+            config = optimizer.get_config()
+            config["learning_rate"] = ScaledSchedule(current, factor)
+            return type(optimizer).from_config(config)
+        optimizer.learning_rate = scalar(optimizer.learning_rate) * factor
+        return optimizer
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``"format": "precsearch.policy/1"``)."""
