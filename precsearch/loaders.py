@@ -32,6 +32,7 @@ from precsearch.records import ModelSpec
 
 __all__ = [
     "ModelSpec",
+    "callable_fingerprint",
     "functions_of",
     "import_model_file",
     "load_model_file",
@@ -184,11 +185,104 @@ def spec_from_callables(
         return lambda: value
 
     name = getattr(build_model, "__qualname__", repr(build_model))
+    functions = [as_function(value) for value in (train_data, val_data, compile_kwargs)]
     return ModelSpec(
         source=f"<callable {name}>",
         build_model=build_model,
-        train_data=as_function(train_data),
-        val_data=as_function(val_data),
-        compile_kwargs=as_function(compile_kwargs),
-        fingerprint=hashlib.sha256(name.encode()).hexdigest()[:16],
+        train_data=functions[0],
+        val_data=functions[1],
+        compile_kwargs=functions[2],
+        fingerprint=callable_fingerprint(build_model, *functions),
     )
+
+
+class _Unhashable(Exception):
+    """A value the fingerprint cannot see into (say, a dataset object)."""
+
+
+def callable_fingerprint(*objects: Any) -> str:
+    """A hash of what some callables compute: their code, defaults, closure values and
+    the globals they name (functions followed, arrays by their bytes, modules by name).
+
+    An edited build function or other data gives another hash, so that FP32 references
+    cached for the old one are not reused. ``""`` when something cannot be seen into
+    (an object without a plain value, such as a ``tf.data.Dataset``): then nothing is
+    cached on disk for it.
+    """
+    digest = hashlib.sha256()
+    try:
+        for obj in objects:
+            _feed(digest, obj, set(), 0)
+    except (_Unhashable, RecursionError):
+        return ""
+    return digest.hexdigest()[:16]
+
+
+def _feed(digest: Any, obj: Any, seen: set[int], depth: int) -> None:
+    import types
+
+    if depth > 30:
+        raise _Unhashable
+    put = digest.update
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        put(repr((type(obj).__name__, obj)).encode())
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        items = sorted(obj, key=repr) if isinstance(obj, (set, frozenset)) else obj
+        put(f"{type(obj).__name__}[{len(items)}]".encode())
+        for item in items:
+            _feed(digest, item, seen, depth + 1)
+    elif isinstance(obj, dict):
+        put(f"dict[{len(obj)}]".encode())
+        for key in sorted(obj, key=repr):
+            _feed(digest, key, seen, depth + 1)
+            _feed(digest, obj[key], seen, depth + 1)
+    elif isinstance(obj, types.ModuleType):
+        put(f"module:{obj.__name__}".encode())
+    elif isinstance(obj, type):
+        put(f"class:{obj.__module__}.{obj.__qualname__}".encode())
+    elif isinstance(obj, types.FunctionType):
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        _feed_code(digest, obj.__code__)
+        for value in (obj.__defaults__, obj.__kwdefaults__):
+            _feed(digest, value, seen, depth + 1)
+        for cell in obj.__closure__ or ():
+            _feed(digest, cell.cell_contents, seen, depth + 1)
+        for name in _names(obj.__code__):
+            if name in obj.__globals__:
+                put(f"global:{name}".encode())
+                _feed(digest, obj.__globals__[name], seen, depth + 1)
+    elif type(obj).__module__ == "numpy" or hasattr(obj, "__array_interface__"):
+        import numpy as np
+
+        array = np.ascontiguousarray(obj)
+        if array.dtype == object:
+            raise _Unhashable
+        put(f"array:{array.dtype}:{array.shape}".encode())
+        put(array.tobytes())
+    else:
+        raise _Unhashable
+
+
+def _feed_code(digest: Any, code: Any) -> None:
+    import types
+
+    digest.update(code.co_code)
+    digest.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _feed_code(digest, const)
+        else:
+            digest.update(repr(const).encode())
+
+
+def _names(code: Any) -> list[str]:
+    """The global names a function's code (and the code nested in it) refers to."""
+    import types
+
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names += _names(const)
+    return list(dict.fromkeys(names))

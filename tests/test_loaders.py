@@ -133,3 +133,77 @@ def test_callables_spec_runs(tmp_path):
     # FP32 from the same weights and data order as the reference's first seed.
     assert result.status == "ok", result.reason
     assert result.curve["loss"] == runner.reference().curves[0]
+
+
+def _builder(width):
+    import keras
+
+    def build():
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(width)])
+
+    return build
+
+
+def test_an_edited_build_function_gets_another_fingerprint():
+    import numpy as np
+
+    from precsearch.loaders import callable_fingerprint
+
+    data = (np.zeros((8, 4), "float32"), np.zeros(8))
+
+    def build():  # the same name and place as the edited one below
+        return 1
+
+    first = spec_from_callables(build, data).fingerprint
+
+    def build():  # noqa: F811 - edited in a notebook cell
+        return 2
+
+    assert first and spec_from_callables(build, data).fingerprint != first
+    # Closure values and data count; the same code and values give the same hash.
+    assert callable_fingerprint(_builder(8)) == callable_fingerprint(_builder(8))
+    assert callable_fingerprint(_builder(8)) != callable_fingerprint(_builder(16))
+    other = (np.ones((8, 4), "float32"), np.zeros(8))
+    assert (
+        spec_from_callables(build, other).fingerprint
+        != spec_from_callables(build, data).fingerprint
+    )
+
+
+def test_what_cannot_be_fingerprinted_is_not_cached_on_disk(tmp_path):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from precsearch.engine.references import References
+
+    x, y = np.zeros((64, 4), "float32"), np.zeros((64, 2), "float32")
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+
+    def build():
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+
+    spec = spec_from_callables(build, lambda: dataset, compile_kwargs={"loss": "mse"})
+    assert spec.fingerprint == ""
+    runner = Runner(spec, work_dir=tmp_path, budget=Budget(steps=10, block=2, warmup=1))
+    assert (
+        isinstance(runner.references, References) and runner.references.path(Policy(), 10) is None
+    )
+    runner.reference()
+    assert not list(tmp_path.glob("reference_*.json"))
+
+
+def test_out_of_memory_while_checking_the_data_is_not_bad_input(tmp_path):
+    # The model builds, but the machine has no room to run a batch through it.
+    path = model_file(
+        tmp_path,
+        GOOD_BUILD.replace(
+            "m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])",
+            "m = keras.Sequential([keras.Input((4,)), NoRoom(), keras.layers.Dense(2)])",
+        )
+        + GOOD_DATA
+        + "\nimport keras\n\nclass NoRoom(keras.layers.Layer):\n"
+        + "    def call(self, x):\n        raise MemoryError('no room for this batch')\n",
+    )
+    with pytest.raises(MemoryError):
+        Runner(load_model_file(path), budget=Budget(steps=10, block=2))

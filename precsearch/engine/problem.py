@@ -190,6 +190,8 @@ class Problem:
             try:
                 dataset = tf.data.Dataset.from_tensor_slices(tuple(data))
             except Exception as exc:
+                if is_resource_problem(exc):
+                    raise  # the machine's problem, not the user's input: it fails a trial
                 raise UserInputError(
                     f"{self._where(function)} returned arrays that do not line up "
                     f"({one_line(exc)}), {expected}"
@@ -238,6 +240,8 @@ class Problem:
             loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
             float(loss)
         except Exception as exc:
+            if is_resource_problem(exc):
+                raise  # the machine's problem, not the user's input: it fails a trial
             raise UserInputError(
                 f"{self._where('train_data')} examples do not fit build_model()'s model "
                 f"({one_line(exc)})"

@@ -54,8 +54,9 @@ class References:
         self._cache: dict[tuple[int, str, bool, int], Reference] = {}
 
     def path(self, policy: Policy, calls: int) -> Path | None:
-        """The cache file of one reference (``None`` without a work folder)."""
-        if self.work_dir is None:
+        """The cache file of one reference (``None`` without a work folder, or for a
+        model whose fingerprint could not be taken: nothing would notice its edits)."""
+        if self.work_dir is None or not self.problem.spec.fingerprint:
             return None
         xla = "_xla" if policy.jit_compile else ""
         name = f"reference_{self.problem.spec.fingerprint}_bs{policy.batch_size}"

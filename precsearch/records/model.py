@@ -48,7 +48,8 @@ class ModelSpec:
         train_data: Returns unbatched training examples.
         val_data: Optional; returns unbatched validation examples.
         compile_kwargs: Optional; returns fresh ``model.compile`` arguments.
-        fingerprint: A hash of the file's text, so cached references notice an edit.
+        fingerprint: A hash of the file's text (or of the callables' code and data), so
+            cached references notice an edit; empty when none could be taken.
     """
 
     source: str
