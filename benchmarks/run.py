@@ -22,6 +22,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,9 @@ import pandas as pd
 import precsearch
 from precsearch.hardware import describe
 from precsearch.records import Budget, Measurement, TrialResult
-from precsearch.results.report import summarize_policy
+from precsearch.results.report import PHASES as TIMED_PHASES
+from precsearch.results.report import summarize_policy, time_split
+from precsearch.stats import figures_text
 from precsearch.study.confirm import choose, ratio
 from precsearch.study.executors import Worker
 from precsearch.study.space import SearchSpace, SpaceOptions
@@ -39,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 WORK = ROOT / "benchmarks" / "work"
 STUDIES = ROOT / "studies"
+# The load average (1, 5 and 15 minutes) as the running step began; set by main().
+LOAD_BEFORE: tuple[float, float, float] | None = None
 
 # Budgets sized for a 2-core CPU; each is stated in the results.
 QUALITY = {
@@ -52,15 +57,51 @@ QUALITY = {
 
 
 def header(title: str) -> str:
+    """A result page's title and what was checked of the machine it ran on."""
     hw = describe()
     versions = json.dumps(_versions())
+    load = f"{_load(LOAD_BEFORE)} as the step began, " if LOAD_BEFORE else ""
     return (
         f"# {title}\n\n"
         f"Measured {datetime.date.today().isoformat()} on {hw['cpu']} ({hw['cpu_count']} cores; "
-        f"low-precision flags: {', '.join(hw['cpu_low_precision_flags']) or 'none'}; no GPU). "
-        f"Versions: {versions}. Produced by `python benchmarks/run.py`; nothing else ran on "
-        "the machine meanwhile.\n\n"
+        f"low-precision flags: {', '.join(hw['cpu_low_precision_flags']) or 'none'}; model and "
+        f"flags from /proc/cpuinfo). Load average (1, 5, 15 min): {load}"
+        f"{_load(os.getloadavg())} as it ended. Versions: {versions}. Produced by "
+        "`python benchmarks/run.py`.\n\n"
     )
+
+
+def _load(averages: tuple[float, float, float]) -> str:
+    return ", ".join(f"{a:.2f}" for a in averages)
+
+
+def write_csv(name: str, rows: list[dict[str, Any]]) -> None:
+    """A benchmark's rows as ``<name>.csv`` in the results folder."""
+    pd.DataFrame(rows).to_csv(RESULTS / f"{name}.csv", index=False)
+
+
+def write_results(
+    name: str, rows: list[dict[str, Any]], title: str, lines: list[str], machine: bool = True
+) -> None:
+    """A benchmark's rows as ``<name>.csv`` and its page as ``<name>.md``.
+
+    The page is the title and the machine, then ``lines``; with ``machine``, the machine
+    also goes to ``machine.json``, which the README's Results quote.
+    """
+    write_csv(name, rows)
+    (RESULTS / f"{name}.md").write_text("\n".join([header(title), *lines]) + "\n")
+    if machine:
+        write_machine()
+
+
+def markdown_table(columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    """A markdown table's lines: the column names, the rule, a line per row."""
+    names = list(columns)
+    return [_cells(names), "|---" * len(names) + "|", *(_cells(row) for row in rows)]
+
+
+def _cells(values: Iterable[Any]) -> str:
+    return "| " + " | ".join(str(v) for v in values) + " |"
 
 
 def _versions() -> dict[str, str]:
@@ -72,12 +113,6 @@ def _versions() -> dict[str, str]:
         "keras": keras.__version__,
         "optuna": optuna.__version__,
     }
-
-
-def fmt(figures: dict[str, float] | None) -> str:
-    if not figures:
-        return "-"
-    return f"{figures['median']:.2f}x ({figures['min']:.2f}-{figures['max']:.2f})"
 
 
 def quality() -> None:
@@ -113,14 +148,14 @@ def quality() -> None:
                 "jit": policy.jit_compile,
                 "own_batch_size": manifest["baseline"]["batch_size"],
                 "own_jit": manifest["baseline"]["jit_compile"],
-                "vs_fp32": fmt(confirmed["speedup_vs_fp32"]),
-                "from_precision": fmt(confirmed.get("from_precision")),
-                "from_batch_and_xla": fmt(confirmed.get("from_batch_size_and_xla")),
+                "vs_fp32": figures_text(confirmed["speedup_vs_fp32"]),
+                "from_precision": figures_text(confirmed.get("from_precision")),
+                "from_batch_and_xla": figures_text(confirmed.get("from_batch_size_and_xla")),
                 "time_to_quality": confirmed.get("time_to_quality"),
-                "vs_global": fmt(confirmed.get("speedup_vs_global_mixed")),
+                "vs_global": figures_text(confirmed.get("speedup_vs_global_mixed")),
                 "global_peer": peer_text(peers.get("global")),
                 "rewrite_peer": peer_text(peers.get("graph_rewrite")),
-                "fp32_copy_vs_fp32": fmt(record.null_vs_fp32),
+                "fp32_copy_vs_fp32": figures_text(record.null_vs_fp32),
                 "selection_bar": record.bar,
                 "fidelity_gap": confirmed.get("fidelity_gap"),
                 "precision_gap": confirmed.get("precision_gap"),
@@ -128,9 +163,8 @@ def quality() -> None:
                 "wall_s": round(seconds),
             }
         )
-        pd.DataFrame(rows).to_csv(RESULTS / "policy_quality.csv", index=False)
-    lines = [header("Policy quality: the found policy against your own FP32 training")]
-    lines.append(
+        write_csv("policy_quality", rows)  # so far, should a later example fail
+    intro = (
         "Each example: a search with the stated budget (default steps from its "
         "`precsearch_config` unless given; every trial trains the same number of examples, "
         "judged against 3 FP32 runs of the user's own training at equal samples), then the "
@@ -145,28 +179,34 @@ def quality() -> None:
         "FP32 is the answer its figure is that copy's. 'To FP32 loss' is the wall time to "
         "the FP32 training's final smoothed loss, FP32's over the answer's.\n"
     )
-    lines.append(
-        "| example | budget | answer | batch | XLA | vs FP32 | = precision | x batch/XLA | "
-        "to FP32 loss | global recipe | TF graph rewrite | FP32 copy | gap | wall |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    )
+    cells = []
     for r in rows:
         gap = f"{r['fidelity_gap']:.2f}" if r["fidelity_gap"] is not None else "-"
         best = "FP32" if r["best_is_fp32"] else r["best_policy"]
         ttq = f"{r['time_to_quality']:.2f}x" if r["time_to_quality"] else "-"
-        lines.append(
-            f"| {r['example']} | {r['budget']} | {best} | {r['batch_size']} | "
-            f"{'on' if r['jit'] else 'off'} | {r['vs_fp32']} | {r['from_precision']} | "
-            f"{r['from_batch_and_xla']} | {ttq} | {r['global_peer']} | {r['rewrite_peer']} | "
-            f"{r['fp32_copy_vs_fp32']} | {gap} | {r['wall_s']} s |"
-        )
-    lines.append("\n## Verdicts, including every loss\n")
-    for r in rows:
-        lines.append(
-            f"- **{r['example']}** ({r['trials']} trials: {r['statuses']}): {r['verdict']}."
-        )
-    (RESULTS / "policy_quality.md").write_text("\n".join(lines) + "\n")
-    write_machine()
+        cells.append(
+            [r["example"], r["budget"], best, r["batch_size"], "on" if r["jit"] else "off",
+             r["vs_fp32"], r["from_precision"], r["from_batch_and_xla"], ttq, r["global_peer"],
+             r["rewrite_peer"], r["fp32_copy_vs_fp32"], gap, f"{r['wall_s']} s"]
+        )  # fmt: skip
+    columns = ["example", "budget", "answer", "batch", "XLA", "vs FP32", "= precision",
+               "x batch/XLA", "to FP32 loss", "global recipe", "TF graph rewrite", "FP32 copy",
+               "gap", "wall"]  # fmt: skip
+    verdicts = [
+        f"- **{r['example']}** ({r['trials']} trials: {r['statuses']}): {r['verdict']}."
+        for r in rows
+    ]
+    write_results(
+        "policy_quality",
+        rows,
+        "Policy quality: the found policy against your own FP32 training",
+        [
+            intro,
+            *markdown_table(columns, cells),
+            "\n## Verdicts, including every loss\n",
+            *verdicts,
+        ],
+    )
 
 
 def peer_text(peer: dict[str, Any] | None) -> str:
@@ -174,7 +214,7 @@ def peer_text(peer: dict[str, Any] | None) -> str:
     if not peer:
         return "-"
     if peer.get("vs_fp32"):
-        return fmt(peer["vs_fp32"])
+        return figures_text(peer["vs_fp32"])
     return f"{peer['status']} ({peer['reason']})" if peer.get("reason") else peer["status"]
 
 
@@ -220,8 +260,8 @@ def repeatability() -> None:
                 {
                     "example": name,
                     "trial": number,
-                    "run1": fmt(a),
-                    "run2": fmt(b),
+                    "run1": figures_text(a),
+                    "run2": figures_text(b),
                     "median_diff_pct": round(100 * abs(a["median"] - b["median"]) / a["median"], 1),
                 }
             )
@@ -235,9 +275,7 @@ def repeatability() -> None:
                 "median_diff_pct": None,
             }
         )
-    pd.DataFrame(rows).to_csv(RESULTS / "repeatability.csv", index=False)
-    lines = [header("Repeatability of the confirmation")]
-    lines.append(
+    intro = (
         "The confirmation's selection of the same candidates (the ones the policy-quality "
         "study confirmed) run twice: two separate worker processes, 30 s apart, each 5 rounds "
         "(blocks of at least 10 calls and 0.25 s, a fresh order each round) interleaved with "
@@ -245,12 +283,15 @@ def repeatability() -> None:
         "vs FP32: median (min-max) over rounds. Winner: the trial a confirmation would "
         "choose (-1: FP32).\n"
     )
-    lines.append("| example | trial | run 1 | run 2 | medians differ by |\n|---|---|---|---|---|")
-    for r in rows:
-        diff = f"{r['median_diff_pct']}%" if r["median_diff_pct"] is not None else "-"
-        lines.append(f"| {r['example']} | {r['trial']} | {r['run1']} | {r['run2']} | {diff} |")
-    (RESULTS / "repeatability.md").write_text("\n".join(lines) + "\n")
-    write_machine()
+    table = markdown_table(
+        ["example", "trial", "run 1", "run 2", "medians differ by"],
+        (
+            [r["example"], r["trial"], r["run1"], r["run2"],
+             f"{r['median_diff_pct']}%" if r["median_diff_pct"] is not None else "-"]
+            for r in rows
+        ),
+    )  # fmt: skip
+    write_results("repeatability", rows, "Repeatability of the confirmation", [intro, *table])
 
 
 # Small enough to enumerate: digits_cnn with one dtype per layer (5 hidden layers), XLA on or
@@ -304,12 +345,13 @@ def efficiency() -> None:
         measure_s = time.perf_counter() - t0
     speed = {key: figures["median"] for key, figures in table.items()}
     optimum = max(speed.values())
-    pd.DataFrame(
+    write_csv(
+        "search_efficiency_table",
         [
             {**dict(zip(names, key, strict=True)), **{f"speedup_{k}": v for k, v in f.items()}}
             for key, f in table.items()
-        ]
-    ).to_csv(RESULTS / "search_efficiency_table.csv", index=False)
+        ],
+    )
 
     def replay(sampler_name: str, trials: int, seed: int) -> float:
         samplers = {
@@ -338,7 +380,6 @@ def efficiency() -> None:
                     "max_share": max(shares),
                 }
             )
-    pd.DataFrame(rows).to_csv(RESULTS / "search_efficiency.csv", index=False)
     ranked = sorted(speed.items(), key=lambda kv: -kv[1])
 
     def label(key: tuple) -> str:
@@ -349,8 +390,7 @@ def efficiency() -> None:
         )
 
     fp32_key = tuple(space.baselines()[0][1][n] for n in names)
-    lines = [header("Search efficiency: samplers replayed against an exhaustive table")]
-    lines.append(
+    intro = (
         f"Space: {name}, `group_by={cfg['group_by']}`, dimensions {', '.join(names)}: "
         f"{len(points)} policies. Every point measured against FP32 (the user's training) "
         f"in chunks of {cfg['chunk']} interleaved with FP32 in one worker ({cfg['rounds']} rounds "
@@ -359,42 +399,40 @@ def efficiency() -> None:
         "best speedup a sampler found within N trials over the exhaustive optimum, over 5 seeds "
         "(TPE with 3 start-up trials, NSGA-II with population 4, Optuna's defaults otherwise).\n"
     )
-    lines.append("| sampler | trials | mean share | min | max |\n|---|---|---|---|---|")
-    for r in rows:
-        lines.append(
-            f"| {r['sampler']} | {r['trials']} | {r['mean_share']:.3f} | {r['min_share']:.3f} | "
-            f"{r['max_share']:.3f} |"
-        )
-    lines.append("\n## The table\n")
-    lines.append("| rank | policy | speedup vs FP32: median (min-max over rounds) |\n|---|---|---|")
-    shown = [*range(5), len(ranked) - 1]
-    for i in shown:
-        key, _ = ranked[i]
-        lines.append(f"| {i + 1} | {label(key)} | {fmt(table[key])} |")
+    shares = markdown_table(
+        ["sampler", "trials", "mean share", "min", "max"],
+        (
+            [r["sampler"], r["trials"], f"{r['mean_share']:.3f}", f"{r['min_share']:.3f}",
+             f"{r['max_share']:.3f}"]
+            for r in rows
+        ),
+    )  # fmt: skip
+    best = markdown_table(
+        ["rank", "policy", "speedup vs FP32: median (min-max over rounds)"],
+        (
+            [i + 1, label(ranked[i][0]), figures_text(table[ranked[i][0]])]
+            for i in [*range(5), len(ranked) - 1]
+        ),
+    )
     noise = table.get(fp32_key)
-    lines.append(
+    spans = (
         f"\nThe whole table spans {ranked[-1][1]:.2f}x to {optimum:.2f}x. The FP32 point itself "
-        f"(the same configuration as the reference it is timed against) measured {fmt(noise)}: "
+        "(the same configuration as the reference it is timed against) measured "
+        f"{figures_text(noise)}: "
         "that is the noise of one table entry, so a share within that of 1 means 'found a "
         "point measured as well as the best', not a proven optimum. Full table: "
         "`search_efficiency_table.csv`."
     )
-    (RESULTS / "search_efficiency.md").write_text("\n".join(lines) + "\n")
-    write_machine()
+    write_results(
+        "search_efficiency",
+        rows,
+        "Search efficiency: samplers replayed against an exhaustive table",
+        [intro, *shares, "\n## The table\n", *best, spans],
+    )
 
 
-PHASES = (
-    "worker_start",
-    "import",
-    "setup",
-    "reference",
-    "build",
-    "trace",
-    "warmup",
-    "measured",
-    "train",
-    "evaluate",
-)
+# A trial's phases as ``TrialResult.timings`` names them: the overhead files' columns.
+PHASES = tuple(key for _, keys in TIMED_PHASES for key in keys)
 
 
 # Studies whose trials are split: a fresh wide_mlp search of its own, and the MobileNetV2
@@ -424,9 +462,7 @@ def overhead() -> None:
             for t in study.trials
             if "result" in t.user_attrs and "duplicate_of" not in t.user_attrs
         ]
-        totals = {p: sum(r.timings.get(p, 0.0) for r in results) for p in PHASES}
-        total = sum(r.timings.get("total", 0.0) for r in results)
-        useful = totals["measured"] + totals["train"]
+        totals, total, share = time_split(results)
         rows.append(
             {
                 "example": name,
@@ -434,12 +470,10 @@ def overhead() -> None:
                 "trials": len(results),
                 "total_s": total,
                 **totals,
-                "overhead_share": 1 - useful / total,
+                "overhead_share": share,
             }
         )
-    pd.DataFrame(rows).to_csv(RESULTS / "overhead.csv", index=False)
-    lines = [header("Overhead: where a trial's wall time goes")]
-    lines.append(
+    intro = (
         "Summed over the trials of one search per example (duplicates excluded, no "
         "confirmation): wide_mlp with the default space (8 trials), MobileNetV2 from the "
         "quality step (6 trials, 30 steps). Overhead = everything but the measured blocks "
@@ -448,16 +482,15 @@ def overhead() -> None:
         "diagnostic) and the FP32 timing model; worker start, import and set-up are paid "
         "once per worker (one per study here) and charged to its first trial.\n"
     )
-    lines.append("| example | trials | total | " + " | ".join(PHASES) + " | overhead |")
-    lines.append("|---" * (len(PHASES) + 4) + "|")
-    for r in rows:
-        cells = " | ".join(f"{r[p]:.0f} s" for p in PHASES)
-        lines.append(
-            f"| {r['example']} | {r['trials']} | {r['total_s']:.0f} s | {cells} | "
-            f"{r['overhead_share']:.0%} |"
-        )
-    (RESULTS / "overhead.md").write_text("\n".join(lines) + "\n")
-    write_machine()
+    table = markdown_table(
+        ["example", "trials", "total", *PHASES, "overhead"],
+        (
+            [r["example"], r["trials"], f"{r['total_s']:.0f} s",
+             *(f"{r[p]:.0f} s" for p in PHASES), f"{r['overhead_share']:.0%}"]
+            for r in rows
+        ),
+    )  # fmt: skip
+    write_results("overhead", rows, "Overhead: where a trial's wall time goes", [intro, *table])
 
 
 def scaling() -> None:
@@ -495,29 +528,34 @@ def scaling() -> None:
                 "trials_to_best": first_best,
             }
         )
-    pd.DataFrame(rows).to_csv(RESULTS / "scaling.csv", index=False)
-    lines = [header("Scaling: search cost vs the number of dtype choices (MobileNetV2)")]
-    lines.append(
+    intro = (
         "MobileNetV2 (alpha 0.35, 96 px, 155 layers, 8 classes) with one dtype choice per "
         "model (`global`), per layer class (`type`), per block (`block`) or per layer "
         "(`layer`). Same budget each: 5 trials of 20 steps, only the layer_dtypes dimension "
         "(batch size 32, XLA off), no confirmation, TPE. The first two trials are the "
         "enqueued baselines (FP32, global bfloat16).\n"
     )
-    lines.append(
-        "| group_by | dtype parameters | trials | wall | best feasible speedup | trials to best |\n"
-        "|---|---|---|---|---|---|"
-    )
-    for r in rows:
-        lines.append(
-            f"| {r['group_by']} | {r['parameters']} | {r['trials']} | {r['wall_s']} s | "
-            f"{r['best_speedup']:.2f}x | {r['trials_to_best']} |"
-        )
-    lines.append(
+    table = markdown_table(
+        ["group_by", "dtype parameters", "trials", "wall", "best feasible speedup",
+         "trials to best"],
+        (
+            [r["group_by"], r["parameters"], r["trials"], f"{r['wall_s']} s",
+             f"{r['best_speedup']:.2f}x", r["trials_to_best"]]
+            for r in rows
+        ),
+    )  # fmt: skip
+    budget = (
         "\nFive trials cannot explore 150 per-layer choices: the per-layer space needs a budget "
         "in the hundreds, which is why `type` is the default."
     )
-    (RESULTS / "scaling.md").write_text("\n".join(lines) + "\n")
+    # Not machine.json: that is the machine of the steps the README quotes, and scaling isn't one.
+    write_results(
+        "scaling",
+        rows,
+        "Scaling: search cost vs the number of dtype choices (MobileNetV2)",
+        [intro, *table, budget],
+        machine=False,
+    )
 
 
 def write_machine() -> None:
@@ -546,7 +584,7 @@ ALL = ("quality", "repeatability", "efficiency", "overhead", "readme")
 
 
 def main() -> None:
-    global RESULTS
+    global RESULTS, LOAD_BEFORE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=[*STEPS, "all"], help="'all' runs all but scaling")
     parser.add_argument(
@@ -563,6 +601,7 @@ def main() -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     for name, step in STEPS.items():
         if args.step == name or (args.step == "all" and name in ALL):
+            LOAD_BEFORE = os.getloadavg()
             t0 = time.perf_counter()
             print(f"== {name}", file=sys.stderr, flush=True)
             step()

@@ -14,6 +14,7 @@ __all__ = [
     "pareto_rows",
     "pareto_table",
     "summarize_policy",
+    "time_split",
     "time_summary",
 ]
 
@@ -141,18 +142,28 @@ PHASES = (
 )
 
 
+def time_split(results: list[TrialResult]) -> tuple[dict[str, float], float, float]:
+    """Seconds per phase summed over trials, the trials' total, and the overhead share.
+
+    Phases are keyed as in ``TrialResult.timings`` (``worker_start``, ``import``...), in
+    the order of ``PHASES``. Overhead is everything but the measured blocks and the rest
+    of the training.
+    """
+    phases = {k: sum(r.timings.get(k, 0.0) for r in results) for _, keys in PHASES for k in keys}
+    trial_total = sum(r.timings.get("total", 0.0) for r in results)
+    useful = phases["measured"] + phases["train"]
+    share = 1 - useful / trial_total if trial_total else 0.0
+    return phases, trial_total, share
+
+
 def time_summary(results: list[TrialResult], seconds: float) -> str:
     """Where a run's wall time went, and the share that was overhead.
 
     Overhead is everything but the measured blocks and the rest of the training.
     """
-    totals = {
-        label: sum(r.timings.get(k, 0.0) for r in results for k in keys) for label, keys in PHASES
-    }
-    trial_total = sum(r.timings.get("total", 0.0) for r in results)
-    useful = totals["measured blocks"] + totals["training on"]
+    phases, trial_total, share = time_split(results)
+    totals = {label: sum(phases[k] for k in keys) for label, keys in PHASES}
     parts = [f"{label} {value:.0f} s" for label, value in totals.items() if value >= 0.5]
-    share = 1 - useful / trial_total if trial_total else 0.0
     return (
         f"{len(results)} trials ran in {seconds:.0f} s ({trial_total:.0f} s in trials): "
         + ", ".join(parts)
