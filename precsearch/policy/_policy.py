@@ -14,13 +14,20 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from precsearch.errors import UserInputError, read_user_file
 from precsearch.files import write_text_atomic
+from precsearch.policy._fields import (
+    DTYPES,
+    LossScale,
+    bad_field,
+    check_dtype,
+    check_positive_int,
+    check_rules,
+)
 from precsearch.policy.layers import LayerRecord, iter_layers
 from precsearch.records import LR_RULES
 
@@ -34,82 +41,6 @@ __all__ = [
 ]
 
 FORMAT = "precsearch.policy/1"
-DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _bad(field_name: str, got: Any, expected: str) -> UserInputError:
-    return UserInputError(f"field {field_name!r}: got {_short(got)}, expected {expected}")
-
-
-def _check_dtype(field_name: str, value: Any) -> None:
-    if not isinstance(value, str) or value not in DTYPES:
-        raise _bad(field_name, value, "one of " + ", ".join(DTYPES))
-
-
-def _check_positive_int(field_name: str, value: Any, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _bad(field_name, value, "a positive integer" + (" or null" if optional else ""))
-
-
-def _check_rules(field_name: str, rules: Any, regex: bool) -> None:
-    if not isinstance(rules, Mapping):
-        raise _bad(field_name, rules, "an object mapping names to dtypes")
-    for key, dtype in rules.items():
-        if not isinstance(key, str) or not key:
-            raise _bad(field_name, key, "non-empty string keys")
-        _check_dtype(f"{field_name}[{key!r}]", dtype)
-        if regex:
-            try:
-                re.compile(key)
-            except (re.error, RecursionError, OverflowError) as exc:
-                raise _bad(
-                    f"{field_name}[{key!r}]", key, f"a valid regular expression ({exc})"
-                ) from None
-
-
-@dataclass(frozen=True)
-class LossScale:
-    """Loss-scale settings, used only when some layer computes in float16.
-
-    Args:
-        dynamic: ``True`` wraps the optimizer in Keras's ``LossScaleOptimizer`` (the scale
-            halves on overflow and doubles after ``growth_steps`` clean steps); ``False``
-            sets the optimizer's fixed ``loss_scale_factor`` to ``initial_scale``.
-        initial_scale: The starting (or fixed) scale, a positive finite number.
-        growth_steps: Clean steps between doublings of a dynamic scale.
-    """
-
-    dynamic: bool = True
-    initial_scale: float = 2.0**15
-    growth_steps: int = 2000
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.dynamic, bool):
-            raise _bad("loss_scale.dynamic", self.dynamic, "true or false")
-        scale = self.initial_scale
-        if (
-            isinstance(scale, bool)
-            or not isinstance(scale, (int, float))
-            or not math.isfinite(scale)
-            or scale <= 0
-        ):
-            raise _bad("loss_scale.initial_scale", scale, "a positive finite number")
-        _check_positive_int("loss_scale.growth_steps", self.growth_steps)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "dynamic": self.dynamic,
-            "initial_scale": float(self.initial_scale),
-            "growth_steps": self.growth_steps,
-        }
 
 
 @dataclass
@@ -119,7 +50,9 @@ class Policy:
     Which dtype a layer computes in is decided, first match wins, by: its exact id or
     name in ``layers``; its class name in ``types``; the first key of ``layers`` that
     ``re.fullmatch``-es its name; ``default``. The model's output layer stays float32
-    unless ``layers`` names it (by id, name or regex). Variables always stay float32.
+    unless ``layers`` names it (by id, name or regex). A layer inside another layer (not
+    a model: a custom layer that combines its sublayers' outputs) takes that layer's
+    dtype unless ``layers`` names it exactly. Variables always stay float32.
 
     Args:
         default: Dtype policy for layers no rule names: ``"float32"``,
@@ -147,19 +80,19 @@ class Policy:
     manifest: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        _check_dtype("default", self.default)
-        _check_rules("types", self.types, regex=False)
-        _check_rules("layers", self.layers, regex=True)
+        check_dtype("default", self.default)
+        check_rules("types", self.types, regex=False)
+        check_rules("layers", self.layers, regex=True)
         if not isinstance(self.loss_scale, LossScale):
-            raise _bad("loss_scale", self.loss_scale, "a LossScale")
-        _check_positive_int("batch_size", self.batch_size, optional=True)
-        _check_positive_int("base_batch_size", self.base_batch_size, optional=True)
+            raise bad_field("loss_scale", self.loss_scale, "a LossScale")
+        check_positive_int("batch_size", self.batch_size, optional=True)
+        check_positive_int("base_batch_size", self.base_batch_size, optional=True)
         if not isinstance(self.lr_rule, str) or self.lr_rule not in LR_RULES:
-            raise _bad("lr_rule", self.lr_rule, "one of " + ", ".join(LR_RULES))
+            raise bad_field("lr_rule", self.lr_rule, "one of " + ", ".join(LR_RULES))
         if not isinstance(self.jit_compile, bool):
-            raise _bad("jit_compile", self.jit_compile, "true or false")
+            raise bad_field("jit_compile", self.jit_compile, "true or false")
         if not isinstance(self.manifest, dict):
-            raise _bad("manifest", self.manifest, "an object")
+            raise bad_field("manifest", self.manifest, "an object")
         self.types = dict(self.types)
         self.layers = dict(self.layers)
 
@@ -185,6 +118,7 @@ class Policy:
     def _plan(self, model: Any, strict: bool) -> list[tuple[LayerRecord, Any, str]]:
         plan = []
         used: set[str] = set()
+        decided: dict[str, str] = {}  # a unit's id -> its dtype, for the layers inside it
         for record, layer in iter_layers(model):
             dtype, rule = self.dtype_for(record)
             used.add(rule)
@@ -192,6 +126,10 @@ class Policy:
             # still refers to something real.
             if record.is_output and record.class_name in self.types:
                 used.add(f"types[{record.class_name!r}]")
+            named = record.id in self.layers or record.name in self.layers
+            if record.unit is not None and record.unit in decided and not named:
+                dtype = decided[record.unit]
+            decided.setdefault(record.id, dtype)
             plan.append((record, layer, dtype))
         unused = [f"layers[{k!r}]" for k in self.layers] + [f"types[{k!r}]" for k in self.types]
         unused = [rule for rule in unused if rule not in used]
@@ -337,28 +275,11 @@ class Policy:
 
     def scale_optimizer(self, optimizer: Any) -> Any:
         """A Keras optimizer with its learning rate for :attr:`batch_size`, before it is
-        built.
+        built (:func:`precsearch.policy.schedules.scale_optimizer`; a schedule is kept whole,
+        its values scaled)."""
+        from precsearch.policy.schedules import scale_optimizer
 
-        A number is scaled in place; a ``LearningRateSchedule`` (which Keras does not let
-        anyone assign to) is kept whole, its values scaled, in a new optimizer of the
-        same class and configuration (:class:`~precsearch.policy.schedules.ScaledSchedule`).
-        """
-        import keras
-
-        from precsearch.policy.layers import scalar
-
-        factor = self.lr_factor()
-        if factor == 1.0:
-            return optimizer
-        current = getattr(optimizer, "_learning_rate", None)
-        if isinstance(current, keras.optimizers.schedules.LearningRateSchedule):
-            from precsearch.policy.schedules import ScaledSchedule
-
-            config = optimizer.get_config()
-            config["learning_rate"] = ScaledSchedule(current, factor)
-            return type(optimizer).from_config(config)
-        optimizer.learning_rate = scalar(optimizer.learning_rate) * factor
-        return optimizer
+        return scale_optimizer(optimizer, self.lr_factor())
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``"format": "precsearch.policy/1"``)."""
@@ -379,19 +300,19 @@ class Policy:
     def from_dict(cls, data: Any) -> Policy:
         """Build a policy from its JSON form; any problem is a :class:`UserInputError`."""
         if not isinstance(data, dict):
-            raise _bad("(top level)", data, "a JSON object")
+            raise bad_field("(top level)", data, "a JSON object")
         if data.get("format") != FORMAT:
-            raise _bad("format", data.get("format"), repr(FORMAT))
+            raise bad_field("format", data.get("format"), repr(FORMAT))
         known = set(cls.__dataclass_fields__) | {"format"}
         unknown = sorted(str(key) for key in data if key not in known)
         if unknown:
-            raise _bad(unknown[0], data[unknown[0]], "no such field (a typo?)")
+            raise bad_field(unknown[0], data[unknown[0]], "no such field (a typo?)")
         scale = data.get("loss_scale", {})
         if not isinstance(scale, dict):
-            raise _bad("loss_scale", scale, "an object")
+            raise bad_field("loss_scale", scale, "an object")
         bad_keys = sorted(str(key) for key in scale if key not in LossScale.__dataclass_fields__)
         if bad_keys:
-            raise _bad(f"loss_scale.{bad_keys[0]}", scale[bad_keys[0]], "no such field")
+            raise bad_field(f"loss_scale.{bad_keys[0]}", scale[bad_keys[0]], "no such field")
         kwargs = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
         kwargs["loss_scale"] = LossScale(**scale)
         return cls(**kwargs)

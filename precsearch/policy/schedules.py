@@ -12,7 +12,7 @@ from typing import Any
 
 import keras
 
-__all__ = ["ScaledSchedule"]
+__all__ = ["ScaledSchedule", "scale_optimizer"]
 
 
 @keras.saving.register_keras_serializable(package="precsearch")
@@ -41,3 +41,23 @@ class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def from_config(cls, config: dict[str, Any]) -> ScaledSchedule:
         schedule = keras.saving.deserialize_keras_object(config["schedule"])
         return cls(schedule, config["factor"])
+
+
+def scale_optimizer(optimizer: Any, factor: float) -> Any:
+    """``optimizer`` with its learning rate times ``factor``, before it is built.
+
+    A number is scaled in place; a ``LearningRateSchedule`` (which Keras does not let
+    anyone assign to) is kept whole, its values scaled, in a new optimizer of the same
+    class and configuration.
+    """
+    from precsearch.policy.layers import scalar
+
+    if factor == 1.0:
+        return optimizer
+    current = getattr(optimizer, "_learning_rate", None)
+    if isinstance(current, keras.optimizers.schedules.LearningRateSchedule):
+        config = optimizer.get_config()
+        config["learning_rate"] = ScaledSchedule(current, factor)
+        return type(optimizer).from_config(config)
+    optimizer.learning_rate = scalar(optimizer.learning_rate) * factor
+    return optimizer
