@@ -1,15 +1,16 @@
 """The trial engine of one process: a problem, its FP32 references and timing models.
 
 A :class:`Runner` is what a worker process holds for its whole life. It builds the
-user's :class:`~precsearch.engine.problem.Problem` once, keeps a traced FP32 model per batch
-size for timing (tracing dominates a trial's set-up: MobileNetV2 ~12 s), keeps the
+user's :class:`~precsearch.engine.problem.Problem` once, keeps one traced FP32 model of the
+user's own training for timing (the one its first reference runs traced: tracing
+dominates a trial's set-up, MobileNetV2 ~12 s), keeps the
 :class:`~precsearch.engine.references.References`, and runs on them:
 
 * :meth:`Runner.run_trial` — one trial (:mod:`precsearch.engine.trial`);
 * :meth:`Runner.train` and :meth:`Runner.export` — the winner trained for the budget
   and handed to model exporters.
 
-The confirmation's measurement runs on a Runner too (:func:`precsearch.study.confirm.measure`).
+The confirmation's measurement runs on a Runner too (:func:`precsearch.engine.measure.measure`).
 """
 
 from __future__ import annotations
@@ -109,10 +110,14 @@ class Runner:
             self._timing = (model, iterator)
         return self._timing
 
-    def reference(self, policy: Policy | None = None, seeds: int | None = None) -> Reference:
-        """FP32 runs from the initial weights, one per data-order seed; cached. By
-        default the user's own training, whose runs are every trial's band."""
-        return self.references.get(policy or self.problem.baseline(), self.budget, seeds)
+    def reference(
+        self, policy: Policy | None = None, seeds: int | None = None, budget: Budget | None = None
+    ) -> Reference:
+        """FP32 runs from the initial weights, one per data-order seed, for ``budget``'s
+        samples (default the runner's); cached. By default the user's own training,
+        whose runs are every trial's band."""
+        policy = policy or self.problem.baseline()
+        return self.references.get(policy, budget or self.budget, seeds)
 
     def run_trial(
         self, policy: Policy, budget: Budget | None = None, peer: str | None = None
@@ -124,14 +129,13 @@ class Runner:
         of the user's FP32 training (:mod:`precsearch.engine.peers`; ``policy`` is ignored),
         and ``numerics["rewrite_applied"]`` says whether it changed anything here.
         """
-        if budget is not None:
-            self.budget = budget
+        budget = budget or self.budget
         problem = self.problem
         rewrite = GraphRewrite(problem) if peer == "graph_rewrite" else None
         policy = problem.normalise(rewrite.policy() if rewrite else policy)
         memory = PeakMemory(problem.tf, gpu=bool(self.info.gpus))
         t0 = time.perf_counter()
-        reference = self.reference()
+        reference = self.reference(budget=budget)
         fp32 = self.timing_model()
         base = problem.baseline()
         same = None
@@ -142,10 +146,10 @@ class Runner:
                 base_batch_size=problem.batch_size,
                 jit_compile=policy.jit_compile,
             )
-            same = self.reference(config, seeds=1)
+            same = self.reference(config, seeds=1, budget=budget)
         spent = time.perf_counter() - t0
         result = run_trial(
-            problem, policy, self.budget, self.fidelity, reference, fp32, memory, same,
+            problem, policy, budget, self.fidelity, reference, fp32, memory, same,
             rewrite.context if rewrite else contextlib.nullcontext,
             rewrite.build if rewrite else None,
         )  # fmt: skip

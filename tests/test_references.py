@@ -1,0 +1,54 @@
+"""The FP32 references and what a Runner keeps between trials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from precsearch import Policy
+from precsearch.engine.runner import Runner
+from precsearch.loaders import load_model_file
+from precsearch.records import Budget
+
+MODELS = Path(__file__).parent / "models"
+BUDGET = Budget(steps=12, warmup=1, block=4)
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return Runner(load_model_file(MODELS / "mlp.py"), budget=BUDGET)
+
+
+def test_the_user_training_is_its_own_normal_form(runner):
+    base = runner.problem.baseline()
+    assert runner.problem.normalise(base) == base
+
+
+def test_the_model_the_references_traced_is_the_one_trials_are_timed_against(
+    runner, monkeypatch
+):
+    built = []
+    model_for = runner.problem.model_for
+
+    def counting(policy, seed):
+        built.append(policy)
+        return model_for(policy, seed)
+
+    monkeypatch.setattr(runner.problem, "model_for", counting)
+    runner.reference()
+    model, _ = runner.timing_model()
+    # One FP32 model, built and traced once for the references, then kept for the timing.
+    assert len(built) == 1
+    assert runner.timing_model()[0] is model
+
+
+def test_a_trial_with_its_own_budget_leaves_the_runner_budget_alone(runner):
+    shorter = Budget(steps=8, warmup=1, block=4)
+    result = runner.run_trial(Policy(), budget=shorter)
+    assert result.status == "ok", result.reason
+    assert runner.budget == BUDGET
+    # The trial was judged against references of its own budget's length.
+    assert len(result.curve["loss"]) == shorter.steps
+    assert runner.reference(budget=shorter).steps == shorter.steps
+    assert runner.reference().steps == BUDGET.steps
