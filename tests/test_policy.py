@@ -331,3 +331,53 @@ def test_strict_rules():
 
 def test_public_api():
     assert {"Policy", "LossScale", "load_policy", "UserInputError"} <= set(precsearch.__all__)
+
+
+class PatchEncoder(keras.layers.Layer):
+    """keras-io's ViT patch encoder: a Dense projection plus a position Embedding, added in
+    ``call``, where no policy can put a cast between them."""
+
+    def __init__(self, num_patches=4, projection_dim=8, **kwargs):
+        super().__init__(**kwargs)
+        self.num_patches = num_patches
+        self.projection = keras.layers.Dense(projection_dim, name="projection")
+        self.position_embedding = keras.layers.Embedding(num_patches, projection_dim, name="pos")
+
+    def call(self, patch):
+        positions = keras.ops.arange(0, self.num_patches)
+        return self.projection(patch) + self.position_embedding(positions)
+
+
+def vit_like():
+    inputs = keras.Input((4, 6))
+    x = PatchEncoder(name="encoder")(inputs)
+    x = keras.layers.Flatten(name="flat")(x)
+    return keras.Model(inputs, keras.layers.Dense(3, name="logits")(x), name="vit_like")
+
+
+def test_a_layer_holding_layers_takes_one_dtype_for_all_of_them():
+    model = vit_like()
+    split = Policy(types={"Dense": "mixed_bfloat16", "Embedding": "float32"})
+    assignments = split.assignments(model)
+    # The Dense inside the encoder follows the encoder (float32: no rule names it), so
+    # the add in its call sees one dtype; the Dense outside takes its own rule.
+    assert assignments["encoder/projection"] == assignments["encoder/pos"] == "float32"
+    whole = Policy(types={"PatchEncoder": "mixed_bfloat16"}).assignments(model)
+    assert whole["encoder"] == whole["encoder/projection"] == whole["encoder/pos"]
+    assert whole["encoder/pos"] == "mixed_bfloat16"
+    # A layer named exactly still gets what it is named.
+    named = Policy(
+        types={"PatchEncoder": "mixed_bfloat16"}, layers={"encoder/pos": "float32"}
+    ).assignments(model)
+    assert named["encoder/pos"] == "float32" and named["encoder/projection"] == "mixed_bfloat16"
+
+
+def test_a_split_policy_on_a_patch_encoder_trains():
+    model = vit_like()
+    Policy(types={"Dense": "mixed_bfloat16", "Embedding": "float32"}).compile(
+        model, optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(32, 4, 6)).astype("float32"), rng.integers(0, 3, size=(32,))
+    history = model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    assert math.isfinite(history.history["loss"][-1])

@@ -35,11 +35,14 @@ class LayerDtypes(Dimension):
     def __init__(self, info: dict[str, Any], options: SpaceOptions, arg: str | None = None) -> None:
         super().__init__(info, options, arg)
         self.dtypes = options.dtypes or ["float32"]
+        # A layer inside another layer takes that layer's dtype (the policy's unit rule):
+        # only the outer one is searched.
         searchable = [
             layer
             for layer in info["layers"]
             if layer["floating"]
             and not layer["container"]
+            and not layer.get("unit")
             and (options.include_output or not layer["output"])
         ]
         groups: dict[str, list[str]] = {}

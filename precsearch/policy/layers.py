@@ -35,6 +35,10 @@ class LayerRecord:
         is_model: Whether it is a nested ``keras.Model`` (a container that computes
             nothing itself, so its own dtype policy is left alone).
         floating: Whether it computes in a floating dtype (lookups and the like do not).
+        unit: The id of the outermost layer (not a model) that holds this one, if any.
+            Such a layer combines its sublayers' outputs in code no policy can see (a
+            ``PatchEncoder`` adding a Dense projection to an Embedding lookup), so
+            everything inside it takes the dtype decided for it.
     """
 
     id: str
@@ -43,6 +47,7 @@ class LayerRecord:
     is_output: bool
     is_model: bool
     floating: bool
+    unit: str | None = None
 
 
 def _children(layer: Any) -> list[Any]:
@@ -55,17 +60,27 @@ def _children(layer: Any) -> list[Any]:
     ]
 
 
-def _walk(model: Any) -> Iterator[tuple[str, Any]]:
+def _walk(model: Any) -> Iterator[tuple[str, Any, str | None]]:
+    """``(id, layer, unit)`` depth first; ``unit`` as in :class:`LayerRecord`."""
+    import keras
+
     seen: set[int] = {id(model)}
-    stack: list[tuple[str, Any]] = [(child.name, child) for child in reversed(_children(model))]
+    stack: list[tuple[str, Any, str | None]] = [
+        (child.name, child, None) for child in reversed(_children(model))
+    ]
     while stack:
-        layer_id, layer = stack.pop()
+        layer_id, layer, unit = stack.pop()
         if id(layer) in seen:
             continue
         seen.add(id(layer))
-        yield layer_id, layer
-        for child in reversed(_children(layer)):
-            stack.append((f"{layer_id}/{child.name}", child))
+        yield layer_id, layer, unit
+        children = _children(layer)
+        if unit is None and children and not isinstance(layer, keras.Model):
+            inner_unit = layer_id
+        else:
+            inner_unit = unit
+        for child in reversed(children):
+            stack.append((f"{layer_id}/{child.name}", child, inner_unit))
 
 
 def output_layers(model: Any) -> set[int]:
@@ -131,7 +146,7 @@ def iter_layers(model: Any) -> list[tuple[LayerRecord, Any]]:
 
     outputs = output_layers(model)
     records = []
-    for layer_id, layer in _walk(model):
+    for layer_id, layer, unit in _walk(model):
         policy = layer.dtype_policy
         floating = (
             getattr(policy, "quantization_mode", None) is None
@@ -145,6 +160,7 @@ def iter_layers(model: Any) -> list[tuple[LayerRecord, Any]]:
             is_output=id(layer) in outputs,
             is_model=isinstance(layer, keras.Model),
             floating=floating,
+            unit=unit,
         )
         records.append((record, layer))
     return records
@@ -161,6 +177,7 @@ def model_layers(model: Any) -> list[dict[str, Any]]:
             "output": record.is_output,
             "container": record.is_model,
             "floating": record.floating,
+            "unit": record.unit,
         }
         for record, layer in iter_layers(model)
     ]

@@ -9,6 +9,7 @@ TensorFlow.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from precsearch.errors import UserInputError
@@ -48,7 +49,9 @@ class SearchSpace:
         dimensions: list[str | type[Dimension]] | None = None,
     ) -> None:
         self.info = info
-        self.options = options or SpaceOptions()
+        # A copy: the caller's options stay as given (the space fills in dtypes and notes).
+        options = options or SpaceOptions()
+        self.options = dataclasses.replace(options, notes=list(options.notes))
         if self.options.dtypes is None:
             fast = fast_dtypes(info.get("gpus"))
             if not fast:
