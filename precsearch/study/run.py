@@ -275,14 +275,24 @@ def _confirm_and_export(run: _Run, study: Any, executor: Executor) -> str:
 
 def _write_files(run: _Run, study: Any, logs: TensorBoardLog) -> str:
     """trials.csv, the TensorBoard runs (earlier trials too, on a resume) and
-    report.html; what went wrong writing them, if anything."""
-    try:
-        run.paths["trials.csv"] = write_trials_csv(study, run.study_dir / "trials.csv")
-        run.paths["tensorboard"] = logs.write_all(study)
-        run.paths["report.html"] = write_report(study, run.study_dir / "report.html")
-    except OSError as exc:
-        return f"writing the study's files failed ({one_line(exc)})"
-    return ""
+    report.html; what went wrong writing them, if anything.
+
+    Each file is written whatever happened to the others: they are what the trials
+    measured, and one that fails (a full disk, a figure a report cannot draw) must not
+    take the rest with it.
+    """
+    writers = {
+        "trials.csv": lambda: write_trials_csv(study, run.study_dir / "trials.csv"),
+        "tensorboard": lambda: logs.write_all(study),
+        "report.html": lambda: write_report(study, run.study_dir / "report.html"),
+    }
+    failed = []
+    for name, write in writers.items():
+        try:
+            run.paths[name] = write()
+        except Exception as exc:  # noqa: BLE001 - the study's last files: keep going
+            failed.append(f"{name}: {one_line(exc)}")
+    return f"writing the study's files failed ({'; '.join(failed)})" if failed else ""
 
 
 def run_study(
