@@ -15,12 +15,45 @@ import pytest
 MODELS = Path(__file__).parent / "models"
 
 
+def tiny_model(*layers, features: int = 8, compiled: bool = True, optimizer=None, name=None):
+    """The small test models' scaffold: ``features`` inputs through ``layers`` (by
+    default a ReLU ``hidden`` layer of 16 and 2 ``logits``), compiled with sparse
+    cross-entropy on logits unless not ``compiled`` (for the notebook API, which takes
+    the compile arguments apart). Model files beside ``MODELS`` use it too. The default
+    optimizer (Adam at 1e-2) makes the loss fall clearly within a test's few steps, so
+    that FP32's runs can judge a candidate there."""
+    import keras
+
+    optimizer = optimizer or keras.optimizers.Adam(1e-2)
+
+    layers = layers or (
+        keras.layers.Dense(16, activation="relu", name="hidden"),
+        keras.layers.Dense(2, name="logits"),
+    )
+    model = keras.Sequential([keras.Input((features,)), *layers], name=name)
+    if compiled:
+        model.compile(
+            optimizer=optimizer,
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+    return model
+
+
+def sign_data(n: int = 256, features: int = 8):
+    """``n`` examples of ``features`` normal inputs (seed 0), labelled by whether the
+    first is positive: data the tiny models learn in a few steps."""
+    import numpy as np
+
+    x = np.random.default_rng(0).normal(size=(n, features)).astype("float32")
+    return x, (x[:, 0] > 0).astype("int64")
+
+
 def run_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 600
+    *args: str, cwd: Path | None = None, timeout: float = 600, python: str | Path = sys.executable
 ) -> subprocess.CompletedProcess:
-    """``precsearch ARGS`` in a fresh process, as a user runs it."""
+    """``precsearch ARGS`` in a fresh process, as a user runs it (with ``python``)."""
     return subprocess.run(
-        [sys.executable, "-m", "precsearch", *args],
+        [str(python), "-m", "precsearch", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -82,3 +115,28 @@ class PostgresServer:
             pass  # already stopped (a test took it down)
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class ScalarPoint:
+    """One point of a TensorBoard scalar: its step and value."""
+
+    def __init__(self, event) -> None:
+        from tensorboard.util.tensor_util import make_ndarray
+
+        self.step = event.step
+        self.value = float(make_ndarray(event.tensor_proto))
+
+
+def tensorboard_scalars(folder: Path) -> dict[str, list[ScalarPoint]]:
+    """Tag -> points of the TensorBoard run in ``folder``, read with TensorBoard's own
+    reader. Its writer stores scalars as tensor summaries of the scalars plugin (what
+    its scalar dashboard reads)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})  # keep all
+    events.Reload()
+    out = {}
+    for tag in events.Tags()["tensors"]:
+        assert events.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"
+        out[tag] = [ScalarPoint(e) for e in events.Tensors(tag)]
+    return out

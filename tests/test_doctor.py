@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import MODELS, run_cli
+from helpers import MODELS, run_cli, tensorboard_scalars
 
 from precsearch import Policy
 from precsearch.engine.problem import Problem
@@ -33,8 +35,11 @@ def test_doctor_reports_a_float16_softmax_odd_widths_and_a_float16_overflow():
     assert "activations overflow float16 in amplify" in advice
     assert "odd (30)" in advice
     assert set(report["matmul"]["vs_float32"]) == {"float32", "bfloat16", "float16"}
+    # The budget check a study starts with: no validation data, a training loss that falls.
+    assert report["judging"]["figures"] == {"loss": ""} and not report["judging"]["nothing"]
     text = run_cli("doctor", str(MODELS / "pitfalls.py"))
     assert text.returncode == 0 and "Advice:" in text.stdout and "amplify" in text.stdout
+    assert "FP32's runs can judge a candidate on: loss" in text.stdout
 
 
 def test_doctor_on_a_broken_model_file_exits_2():
@@ -57,22 +62,89 @@ def test_the_guard_stops_a_model_that_turns_nan_at_step_k_within_that_step(tmp_p
     # The step that went wrong was left out: the weights stay finite.
     assert all(np.isfinite(w).all() for w in model.get_weights())
     assert not math.isfinite(losses[-1])
-    assert list((tmp_path / "tb").iterdir())  # TensorBoard event file written
+    # The guard's TensorBoard scalars, one point per step up to the one it stopped at.
+    logged = tensorboard_scalars(tmp_path / "tb")
+    assert [p.step for p in logged["guard/gradient_norm"]] == [1, 2, 3, 4]
+    assert all(math.isfinite(p.value) for p in logged["guard/gradient_norm"][:3])
+    assert [p.value for p in logged["guard/skipped_steps"]] == [0.0] * 4  # no loss scale
 
 
 def test_the_guard_stops_on_a_loss_scale_that_collapses(tmp_path):
     from precsearch import LossScale
 
-    problem = Problem(load_model_file(MODELS / "pitfalls.py"))
-    # float16 everywhere but the output: the amplified activations overflow on every step.
+    problem = Problem(load_model_file(MODELS / "overflowing_gradient.py"))
+    # The forward pass fits float16 and every gradient overflows: each step is skipped
+    # and halves the scale, 2 -> 1 -> 0.5, below 1 after the second.
     policy = Policy(default="mixed_float16", loss_scale=LossScale(initial_scale=2.0), batch_size=32)
     model = problem.model_for(policy, seed=0)
+    weights = model.get_weights()
     guard = policy.callbacks()[0]
-    model.fit(
+    history = model.fit(
         problem.dataset(32, seed=0), epochs=1, steps_per_epoch=30, callbacks=[guard], verbose=0
     )
-    assert guard.stopped and guard.step < 30
-    assert "amplify" in guard.stopped or "loss" in guard.stopped
+    assert guard.step == 2
+    assert guard.stopped.startswith(
+        "precsearch guard stopped training: the loss scale collapsed to 0.5 at step 2 "
+        "under policy default 'mixed_float16';"
+    )
+    assert math.isfinite(history.history["loss"][-1])  # the loss itself never broke
+    # Both steps were skipped: the weights are the ones it started with.
+    assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights(), strict=True))
+
+
+def open_files_under(folder: Path) -> list[str]:
+    """The files under ``folder`` this process holds open (Linux: ``/proc/self/fd``)."""
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc/self/fd to list open files")
+    found = []
+    for fd in fds.iterdir():
+        try:
+            target = Path(os.readlink(fd))
+        except OSError:
+            continue  # closed since it was listed
+        if target.is_relative_to(folder):
+            found.append(str(target))
+    return found
+
+
+def test_the_guard_closes_its_tensorboard_writer_when_training_ends(tmp_path):
+    problem = Problem(load_model_file(MODELS / "mlp.py"))
+    policy = Policy(batch_size=32)
+    model = problem.model_for(policy, seed=0)
+    guard = policy.callbacks(log_dir=tmp_path / "tb")[0]
+    model.fit(
+        problem.dataset(32, seed=0), epochs=1, steps_per_epoch=3, callbacks=[guard], verbose=0
+    )
+    assert not guard.stopped
+    assert open_files_under(tmp_path / "tb") == []
+    logged = tensorboard_scalars(tmp_path / "tb")
+    assert [p.step for p in logged["guard/gradient_norm"]] == [1, 2, 3]
+    # A second run with the same guard logs again, and closes again.
+    model.fit(
+        problem.dataset(32, seed=1), epochs=1, steps_per_epoch=2, callbacks=[guard], verbose=0
+    )
+    assert open_files_under(tmp_path / "tb") == []
+    logged = tensorboard_scalars(tmp_path / "tb")
+    assert [p.step for p in logged["guard/gradient_norm"]] == [1, 2, 3, 4, 5]
+
+
+def test_the_guard_reads_a_loss_scale_mirrored_across_replicas():
+    import keras
+    import tensorflow as tf
+
+    # One replica is enough: under a MirroredStrategy the loss scale is a
+    # MirroredVariable, which float() refuses.
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+        model.compile(optimizer=optimizer, loss="mse")
+    guard = Policy(batch_size=8).callbacks()[0]
+    x, y = np.ones((16, 4), "float32"), np.ones((16, 2), "float32")
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[guard], verbose=0)
+    assert guard.step == 2 and not guard.stopped
+    assert guard._scale == 2.0**15  # keras' initial dynamic scale, never halved
 
 
 @pytest.mark.slow
@@ -88,9 +160,12 @@ def test_train_writes_a_saved_model_that_loads_and_predicts(tmp_path):
         "--steps", "15", "--fp32-baseline", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "policy" in done.stdout and "fp32" in done.stdout and "accuracy" in done.stdout
-    assert list((out / "policy" / "checkpoints").glob("*.weights.h5"))
-    loaded = tf.saved_model.load(str(out / "policy" / "saved_model"))
-    out_ = loaded.serve(tf.constant(np.zeros((3, 8, 8, 1), "float32")))
-    assert out_.shape == (3, 10) and out_.dtype == tf.float32
-    assert (out / "fp32" / "saved_model").exists()
+    assert "accuracy" in done.stdout
+    # 15 steps are part of one epoch: one checkpoint, at its end.
+    checkpoints = out / "policy" / "checkpoints"
+    assert [p.name for p in checkpoints.iterdir()] == ["epoch_001.weights.h5"]
+    for label in ("policy", "fp32"):
+        assert f"{label} SavedModel: {out / label / 'saved_model'}" in done.stdout
+        loaded = tf.saved_model.load(str(out / label / "saved_model"))
+        out_ = loaded.serve(tf.constant(np.zeros((3, 8, 8, 1), "float32")))
+        assert out_.shape == (3, 10) and out_.dtype == tf.float32, label

@@ -89,6 +89,13 @@ def states(study) -> list[tuple[int, str, bool]]:
     return [(t.number, t.state.name, "pid" in t.user_attrs) for t in study.get_trials()]
 
 
+# Wall-clock seconds a trial, a confirmation or an export may take: generous, so that a
+# loaded machine never times out real work. The one trial meant to time out runs alone
+# with HANG_TIMEOUT (anything it does before it hangs may be cut short all the same).
+TRIAL_TIMEOUT = "300"
+HANG_TIMEOUT = "5"
+
+
 def wait_for(condition, timeout: float = 300.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -114,7 +121,7 @@ def journal_cases(matrix: Matrix, out: Path) -> None:
     args = [
         "run", str(FAULTS_MODEL), "--study-name", "faults", "--out", str(out),
         "--steps", "20", "--dtypes", "float32,bfloat16,float16", "--group-by", "layer",
-        "--trial-timeout", "20",
+        "--trial-timeout", TRIAL_TIMEOUT,
     ]  # fmt: skip
     made = run_cli(*args, "--trials", "0", "--confirm", "0")
     assert made.returncode == 0, made.stderr[-2000:]
@@ -144,12 +151,16 @@ def journal_cases(matrix: Matrix, out: Path) -> None:
             proc.wait()
         finally:
             proc.kill()
-    resumed = run_cli(*args, "--trials", "5", "--confirm", "1", "--rounds", "2")
+    # Resumed: the injected trials up to the last hang, then the confirmation and export.
+    resumed = run_cli(*args, "--trials", "4", "--confirm", "1", "--confirm-time", "1")
     matrix.case(
         "journal study SIGKILLed mid-trial, resumed",
         resumed.returncode == 0 and "marked trials [5] failed" in resumed.stdout,
         resumed.stderr[-300:],
     )
+    # The last hang alone, under a short timeout (the last --trial-timeout counts).
+    timed_out = run_cli(*args, "--trial-timeout", HANG_TIMEOUT, "--trials", "1", "--confirm", "0")
+    assert timed_out.returncode == 0, timed_out.stderr[-2000:]
     trials = study.get_trials()
     matrix.lost += len(completed - {t.number for t in trials if t.state.name == "COMPLETE"})
     for label, reason in (("global_bfloat16", "SIGABRT"), ("global_float16", "SIGABRT")):
@@ -174,7 +185,7 @@ def journal_cases(matrix: Matrix, out: Path) -> None:
     (folder / "best_policy.json").unlink()
     (folder / "best_policy.json").mkdir()
     (folder / "best_policy.json" / "keep").write_text("x")
-    broken = run_cli(*args, "--trials", "0", "--rounds", "2")
+    broken = run_cli(*args, "--trials", "0", "--confirm-time", "1")
     after = [(t.number, t.state.name) for t in study.get_trials()]
     matrix.case(
         "study folder unwritable when exporting",
@@ -247,7 +258,7 @@ def postgres_cases(matrix: Matrix, out: Path) -> None:
         args = [
             "run", str(MODELS / "faulty.py"), "--storage", url, "--study-name", "pg",
             "--out", str(out), "--steps", "20", "--dtypes", "float32,bfloat16",
-            "--group-by", "global", "--trial-timeout", "20", "--confirm", "0",
+            "--group-by", "global", "--trial-timeout", TRIAL_TIMEOUT, "--confirm", "0",
         ]  # fmt: skip
         env = {**os.environ, "PRECSEARCH_FAULT": "hang"}  # the global bfloat16 trial hangs
         with open(out.parent / "pg.log", "w") as log:
@@ -269,6 +280,12 @@ def postgres_cases(matrix: Matrix, out: Path) -> None:
                     return (number, "RUNNING", True) in states(study)
 
                 wait_for(lambda: running(1))
+                # The run's last two trials compute in float32 (no hang): it meets the lost
+                # storage when it records one, not after a timeout.
+                for batch_size in (64, 128):
+                    study.enqueue_trial(
+                        {"dtype": "float32", "batch_size": batch_size, "jit_compile": False}
+                    )
                 # The trial worker (a child of the run) is killed mid-trial.
                 children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text()
                 os.kill(int(children.split()[0]), signal.SIGKILL)

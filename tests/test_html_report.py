@@ -12,8 +12,10 @@ import os
 import shutil
 from pathlib import Path
 
+import optuna
 import pytest
 from helpers import run_cli
+from optuna.distributions import CategoricalDistribution
 
 from precsearch import load_study
 from precsearch.results.html_report import layer_groups, render
@@ -52,11 +54,52 @@ def test_the_report_holds_the_answer_and_its_evidence(tiny_study):
     assert "Parameter importances" in page and "Optimization History" in page
     groups = layer_groups(result.study)
     assert groups and all(g["dtype"] in ("float32", "mixed_bfloat16") for g in groups)
-    # The tiny study's two baselines differ from each other in the one global parameter.
-    if record.best_trial in (0, 1):
-        assert groups[0]["measured"], groups
+    best = result.study.trials[record.best_trial].params
+    assert [g["best"].number for g in groups] == [record.best_trial] * len(groups)
+    for group in groups:
+        # What was measured otherwise differs from the answer in this group alone.
+        name = "dtype" if group["group"] == "all layers" else f"dtype:{group['group']}"
+        assert best[name] == group["dtype"]
+        for dtype, number, _, _ in group["measured"]:
+            other = result.study.trials[number].params
+            assert dtype != group["dtype"] and other[name] == dtype
+            assert {k for k in best if other[k] != best[k]} == {name}
     shown = result._repr_html_()
     assert "<svg" in shown and "<table" in shown and "plotly" not in shown
+
+
+def test_layer_groups_are_what_differed_from_the_best_in_one_group_alone():
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    bf16, f32 = "mixed_bfloat16", "float32"
+    trials = [  # (hidden, logits, batch size, speedup, feasible)
+        (f32, f32, 32, 1.0, True),
+        (bf16, bf16, 32, 1.5, True),
+        (bf16, f32, 32, 1.6, True),  # the fastest feasible: the best
+        (bf16, bf16, 64, 2.0, False),  # two groups away, and infeasible
+        (f32, f32, 64, 0.9, True),  # the batch size differs too
+    ]
+    for hidden, logits, batch_size, speedup, feasible in trials:
+        params = {"dtype:hidden": hidden, "dtype:logits": logits, "batch_size": batch_size}
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=params,
+                distributions={
+                    "dtype:hidden": CategoricalDistribution([f32, bf16]),
+                    "dtype:logits": CategoricalDistribution([f32, bf16]),
+                    "batch_size": CategoricalDistribution([32, 64]),
+                },
+                values=[speedup, 0.1],
+                user_attrs={"result": {}},
+                constraints={"fidelity": -0.5 if feasible else 1.0},
+            )
+        )
+    rows = layer_groups(study)
+    assert [(r["group"], r["dtype"], r["best"].number) for r in rows] == [
+        ("hidden", bf16, 2),
+        ("logits", f32, 2),
+    ]
+    assert rows[0]["measured"] == [(f32, 0, 1.0, True)]
+    assert rows[1]["measured"] == [(bf16, 1, 1.5, True)]
 
 
 @pytest.mark.slow

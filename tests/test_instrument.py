@@ -1,8 +1,8 @@
-"""The timing instrument on fake models whose step times are known."""
+"""The timing instrument on fake models whose step times are known, on a fake clock."""
 
 from __future__ import annotations
 
-import time
+import random
 
 import pytest
 
@@ -10,32 +10,71 @@ from precsearch.engine.instrument import (
     MIN_BLOCK_S,
     Timed,
     interleave,
+    prepare,
     step,
     step_stats,
     timed_rounds,
 )
 
 
-class FakeModel:
-    """A 'model' whose train step sleeps a known time and logs which model ran."""
+class FakeClock:
+    """Seconds that pass only when a fake model says so."""
 
-    def __init__(self, name: str, seconds: float, log: list[str]) -> None:
-        self.name, self.seconds, self.log = name, seconds, log
-        self.resets = 0
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Loss:
+    """A loss tensor whose read-back waits for the step: ``wait`` seconds."""
+
+    def __init__(self, value: float, clock: FakeClock, wait: float) -> None:
+        self.value, self.clock, self.wait = value, clock, wait
+
+    def __float__(self) -> float:
+        self.clock.now += self.wait
+        return float(self.value)
+
+
+class FakeModel:
+    """A 'model' whose train call takes ``seconds`` of the clock (``stalls``: extra
+    seconds on given calls, counted from 1) and logs which model ran."""
+
+    RESET_S = 1.0  # a metric reset far dearer than a step: outside the timer or seen
+
+    def __init__(
+        self,
+        name: str,
+        seconds: float,
+        log: list[str],
+        clock: FakeClock,
+        wait: float = 0.0,
+        stalls: dict[int, float] | None = None,
+    ) -> None:
+        self.name, self.seconds, self.log, self.clock = name, seconds, log, clock
+        self.wait, self.stalls = wait, stalls or {}
+        self.resets = self.calls = 0
 
     def reset_metrics(self) -> None:
         self.resets += 1
+        self.clock.now += self.RESET_S
 
     def train_function(self, iterator):
-        time.sleep(self.seconds)
+        self.calls += 1
+        self.clock.now += self.seconds + self.stalls.get(self.calls, 0.0)
         self.log.append(self.name)
-        return {"loss": next(iterator)}
+        return {"loss": Loss(next(iterator), self.clock, self.wait)}
 
 
-def test_step_times_the_step_and_returns_its_own_loss():
-    model = FakeModel("a", 0.02, [])
-    seconds, loss = step(model, iter([0.5]))
-    assert 0.02 <= seconds < 0.06 and loss == 0.5 and model.resets == 1
+def test_step_times_the_call_and_its_read_back_and_returns_its_own_loss():
+    clock = FakeClock()
+    model = FakeModel("a", 0.02, [], clock, wait=0.005)
+    seconds, loss = step(model, iter([0.5]), clock)
+    # The call and the wait for its loss; not the metric reset before it.
+    assert seconds == pytest.approx(0.025) and loss == 0.5 and model.resets == 1
+    assert clock.now == pytest.approx(FakeModel.RESET_S + 0.025)
 
 
 def test_step_stats_take_the_p10_as_the_cost():
@@ -59,7 +98,7 @@ def test_interleave_alternates_abba_and_reports_block_ratios():
         side("C", 0.004),
         block=2,
         sizes=(32, 64),
-        more=lambda pairs: pairs < 3,
+        more=lambda pairs, ratios: pairs < 3,
         stopped=lambda: False,
     )
     assert "".join(order) == "RRCC" + "CCRR" + "RRCC"
@@ -80,23 +119,41 @@ def test_interleave_stops_at_a_non_finite_candidate():
         candidate,
         block=5,
         sizes=(8, 8),
-        more=lambda pairs: True,
+        more=lambda pairs, ratios: True,
         stopped=lambda: len(calls) >= 3,
     )
     assert len(calls) == 3 and out.ratios == []
 
 
-def test_rounds_shuffle_the_order_and_time_blocks_of_at_least_the_minimum():
+def test_blocks_are_sized_from_the_least_probe_step_and_rounds_follow_their_orders():
+    clock = FakeClock()
     log: list[str] = []
-    configs = [Timed(name, FakeModel(name, 0.01, log), iter(range(10**6)), 16) for name in "abc"]
-    rates = timed_rounds(configs, rounds=4, block=2, warmup=1)
-    assert set(rates) == {"a", "b", "c"} and all(len(v) == 4 for v in rates.values())
+    # Step times that binary fractions hold exactly; "a" stalls in its first probe step
+    # (its second call, after one warm-up call).
+    models = {
+        "a": FakeModel("a", 1 / 64, log, clock, stalls={2: 0.5}),
+        "b": FakeModel("b", 1 / 64, log, clock),
+        "c": FakeModel("c", 1 / 32, log, clock),
+    }
+    configs = [Timed(name, model, iter(range(10**6)), 16) for name, model in models.items()]
     for config in configs:
-        # Sized from the least of three probe steps of ~10 ms; a sleep overshoots by a
-        # little on a busy machine, so the block is within a tenth of the nominal 0.25 s.
-        assert config.steps * 0.01 >= 0.9 * MIN_BLOCK_S
-        assert all(800 < r <= 1600 for r in rates[config.label])  # 16 samples / ~10 ms
-    timed = log[3 * 4 :]  # after each config's warm-up step and its three probe steps
-    per_round = len(timed) // 4
-    orders = {"".join(dict.fromkeys(timed[i * per_round : (i + 1) * per_round])) for i in range(4)}
-    assert len(orders) > 1  # a fresh order each round, not a fixed rotation
+        prepare(config, block=2, warmup=1, clock=clock)
+    # At least MIN_BLOCK_S of steps: 16 of 1/64 s (the stall not counted), 8 of 1/32 s.
+    assert MIN_BLOCK_S == 0.25
+    assert [config.steps for config in configs] == [16, 16, 8]
+    assert [model.calls for model in models.values()] == [4, 4, 4]  # warm-up, 3 probes
+    log.clear()
+    rng = random.Random(0)
+    orders = [rng.sample("abc", 3) for _ in range(4)]
+    rates = timed_rounds(configs, orders, clock=clock)
+    # 16 samples per call over the median call of each block, exactly.
+    assert rates == {"a": [1024.0] * 4, "b": [1024.0] * 4, "c": [512.0] * 4}
+    # Each round: every configuration once, in that round's order, one untimed call first.
+    steps = {config.label: config.steps for config in configs}
+    assert log == [name for order in orders for name in order for _ in range(1 + steps[name])]
+
+
+def test_blocks_are_at_least_the_block_size():
+    clock = FakeClock()
+    slow = Timed("slow", FakeModel("slow", 1.0, [], clock), iter(range(100)), 8)
+    assert prepare(slow, block=4, warmup=0, clock=clock).steps == 4  # 0.25 s is one call

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
+import sysconfig
 import textwrap
+from pathlib import Path
 
 import pytest
 from helpers import MODELS, run_cli
@@ -173,16 +176,30 @@ THROWAWAY = {
 
 
 @pytest.fixture
-def throwaway_plugin(tmp_path):
+def plugin_python(tmp_path) -> Path:
+    """The python of a throw-away virtual environment with the plugin pip-installed in
+    it: this environment's packages stay as they are."""
     source = tmp_path / "throwaway"
     source.mkdir()
     for name, text in THROWAWAY.items():
         (source / name).write_text(textwrap.dedent(text))
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    # It sees this environment's packages (precsearch, TensorFlow, pip), .pth files and
+    # all; --system-site-packages would show the base interpreter's instead.
+    own = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_path("purelib")])
+    (Path(own) / "_parent_environment.pth").write_text(
+        "".join(f"import site; site.addsitedir({path!r})\n" for path in ours)
+    )
+    pip = [python, "-m", "pip", "--disable-pip-version-check", "-q"]
     build = ["--no-build-isolation"] if _has_setuptools() else []
     subprocess.run([*pip, "install", "--no-deps", *build, str(source)], check=True)
-    yield source
-    subprocess.run([*pip, "uninstall", "-y", "precsearch-throwaway"], check=True)
+    return python
 
 
 def _has_setuptools() -> bool:
@@ -194,10 +211,11 @@ def _has_setuptools() -> bool:
 
 
 @pytest.mark.slow
-def test_a_pip_installed_plugin_is_listed_and_used_by_run(throwaway_plugin, tmp_path):
-    listed = run_cli("plugins")
-    assert listed.returncode == 0
+def test_a_pip_installed_plugin_is_listed_and_used_by_run(plugin_python, tmp_path):
+    listed = run_cli("plugins", python=plugin_python)
+    assert listed.returncode == 0, listed.stderr[-2000:]
     assert "output_dtype" in listed.stdout and "precsearch-throwaway" in listed.stdout
+    assert "precsearch-throwaway" not in run_cli("plugins").stdout  # not installed here
     done = run_cli(
         "run",
         str(MODELS / "mlp.py"),
@@ -216,8 +234,9 @@ def test_a_pip_installed_plugin_is_listed_and_used_by_run(throwaway_plugin, tmp_
         "--export",
         "hello",
         "--in-process",
-        "--rounds",
-        "2",
+        "--confirm-time",
+        "1",
+        python=plugin_python,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "mlp" / "hello.txt").read_text().startswith("batch size 32")

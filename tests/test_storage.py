@@ -8,12 +8,13 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
 from precsearch.errors import UserInputError
 from precsearch.files import write_text_atomic
-from precsearch.study.options import check_study_name, worker_seed
+from precsearch.study.options import SearchOptions, check_study_name, stored_options, worker_seed
 from precsearch.study.storage import fail_stale_trials, open_storage, open_study
 
 
@@ -86,9 +87,25 @@ def test_a_reader_never_sees_half_a_file(tmp_path):
 
     reader = threading.Thread(target=read)
     reader.start()
-    for n in range(1, 200):
+    # Writes go on until the reader has read many times while they went on, however the
+    # threads are scheduled (a generous deadline, not a figure the test depends on).
+    n, deadline = 0, time.monotonic() + 120
+    while (n < 200 or len(set(seen)) < 20) and time.monotonic() < deadline:
+        n += 1
         write_text_atomic(path, json.dumps({"n": n, "pad": "x" * 200_000}))
     stop.set()
     reader.join()
-    assert not bad and len(seen) > 10
+    assert not bad
+    assert len(set(seen)) >= 20, "the reader read too little to tell"
     assert [p.name for p in tmp_path.iterdir()] == ["model_info.json"]  # no temporaries left
+
+
+def test_a_shared_study_keeps_its_extra_exporters_for_finish(tmp_path):
+    storage = open_storage(None, tmp_path)
+    options = SearchOptions(exporters=["onnx", "tflite=int8"], objectives=["memory"])
+    # What `precsearch run` stores in a new study (study/run.py), and what `precsearch
+    # finish` and `worker` read back from a fresh handle on the storage.
+    open_study("s", storage).set_user_attr("options", {**options.shared(), "dtypes": ["float32"]})
+    stored = stored_options(open_study("s", open_storage(None, tmp_path)), confirm_top=3)
+    assert stored.exporters == ["onnx", "tflite=int8"]
+    assert stored.objectives == ["memory"]

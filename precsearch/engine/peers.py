@@ -26,19 +26,12 @@ __all__ = ["GraphRewrite"]
 class GraphRewrite:
     """The graph-rewrite peer for one problem (see the module doc)."""
 
-    name = "graph_rewrite"
-
     def __init__(self, problem: Any) -> None:
         self.problem = problem
         self.float16 = bool(problem.info.gpus)
         self.option = (
             "auto_mixed_precision" if self.float16 else "auto_mixed_precision_onednn_bfloat16"
         )
-
-    def describe(self) -> str:
-        """What the peer is, for people."""
-        kind = "float16 on the GPU" if self.float16 else "bfloat16 through oneDNN"
-        return f"TensorFlow's graph rewrite ({self.option}: {kind})"
 
     def policy(self) -> Policy:
         """The user's training in FP32 without XLA: the rewrite skips XLA functions."""

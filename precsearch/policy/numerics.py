@@ -15,7 +15,8 @@ It stops training, within the step that went wrong, on
 with a message naming the likely layers: the first ones, in model order, whose weights
 went non-finite, and with probe data the layers whose activations or gradients leave the
 range of their dtype (:func:`probe`, also used by ``precsearch doctor``). With a
-``log_dir`` it writes the loss scale, skipped steps and gradient norm to TensorBoard.
+``log_dir`` it writes the loss scale, skipped steps and gradient norm to TensorBoard, in
+an event file it closes when training ends.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class PolicyGuard(keras.callbacks.Callback):
         self.step = 0
         self._skips: deque[bool] = deque(maxlen=window)
         self._scale: float | None = None
-        self._writer = tf.summary.create_file_writer(str(log_dir)) if log_dir else None
+        self._log_dir = str(log_dir) if log_dir else None
+        self._writer: Any = None  # open from the start to the end of each training run
         self._finite = tf.Variable(True, trainable=False, name="guard_grads_finite")
         self._norm = tf.Variable(0.0, trainable=False, name="guard_grad_norm")
 
@@ -120,10 +122,23 @@ class PolicyGuard(keras.callbacks.Callback):
         optimizer._precsearch_guard = self
         model.train_function = None  # retrace with the check inside the step
 
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self._log_dir is not None and self._writer is None:
+            self._writer = tf.summary.create_file_writer(self._log_dir)
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        self._close_writer()
+
+    def _close_writer(self) -> None:
+        # Closing releases the event file; the next run opens a new one.
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
     def _loss_scale(self) -> float | None:
         optimizer = self.model.optimizer
         if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-            return float(optimizer.dynamic_scale)
+            return scalar(optimizer.dynamic_scale)
         return None
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
@@ -173,6 +188,7 @@ class PolicyGuard(keras.callbacks.Callback):
         if self._writer is not None:
             self._writer.flush()
         if self.raise_error:
+            self._close_writer()  # the error skips on_train_end
             raise NumericsError(message)
 
     def _likely_layers(self) -> list[str]:

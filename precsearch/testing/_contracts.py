@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from precsearch.errors import UserInputError
+from precsearch.loaders import CONFIG_KEYS
 from precsearch.plugins import GROUPS, Dimension, Exporter, Loader, Objective, available
 from precsearch.policy import Policy
 from precsearch.records import ModelSpec, SpaceOptions, StepStats, TrialResult, Winner
@@ -155,25 +156,29 @@ class ObjectiveContract(_Contract):
     def test_direction(self) -> None:
         assert self.plugin_class.direction in ("minimize", "maximize", None)
 
-    @pytest.mark.parametrize("status", ["ok", "infeasible", "too_slow"])
-    def test_value_and_constraint_of_every_status(self, status: str) -> None:
+    def _check(self, status: str, reference: TrialResult | None) -> None:
+        """A number for Optuna (finite for a trial that ran ``ok``), and a constraint
+        that is ``None`` or a number that is not NaN."""
         plugin = self.make()
-        result, reference = sample_result(status), sample_result("ok")
+        result = sample_result(status)
         if plugin.direction is not None:
             value = plugin.value(result, reference)
             assert value is None or isinstance(value, (int, float))
             if status == "ok":
-                assert value is not None and math.isfinite(value)
+                assert value is not None and math.isfinite(value), value
         constraint = plugin.constraint(result, reference)
         assert constraint is None or (
             isinstance(constraint, (int, float)) and not math.isnan(constraint)
-        )
+        ), constraint
 
-    def test_works_without_a_reference(self) -> None:
-        plugin = self.make()
-        if plugin.direction is not None:
-            plugin.value(sample_result("ok"), None)
-        plugin.constraint(sample_result("ok"), None)
+    @pytest.mark.parametrize("status", ["ok", "infeasible", "too_slow"])
+    def test_value_and_constraint_of_every_status(self, status: str) -> None:
+        self._check(status, sample_result("ok"))
+
+    @pytest.mark.parametrize("status", ["ok", "infeasible", "too_slow"])
+    def test_works_without_a_reference(self, status: str) -> None:
+        # The FP32 trial itself, and any trial before it has run, has no reference.
+        self._check(status, None)
 
 
 class LoaderContract(_Contract):
@@ -203,7 +208,14 @@ class LoaderContract(_Contract):
         assert isinstance(spec.build_model(), keras.Model)
 
     def test_config_is_a_dict(self, tmp_path: Path) -> None:
-        assert isinstance(self.make().config(self.make_source(tmp_path)), dict)
+        source = self.make_source(tmp_path)
+        config = self.make().config(source)
+        assert isinstance(config, dict)
+        # Read without building, it is what loading finds, in keys a study knows.
+        assert config == self.make().load(source).config
+        for key, value in config.items():
+            assert key in CONFIG_KEYS, f"unknown precsearch_config key {key!r}"
+            assert isinstance(value, CONFIG_KEYS[key]) and not isinstance(value, bool)
 
     def test_bad_source_is_a_user_input_error(self, tmp_path: Path) -> None:
         with pytest.raises(UserInputError):

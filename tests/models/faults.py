@@ -17,10 +17,17 @@ bf16_death  the process is SIGKILLed when it sees a bfloat16 tensor, whose dtype
 import ctypes
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
 import keras
 import numpy as np
+
+TESTS = str(Path(__file__).resolve().parents[1])  # the shared scaffold, tests/helpers.py
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+from helpers import sign_data, tiny_model  # noqa: E402
 
 precsearch_config = {"batch_size": 32}
 FAULTS = ("nan", "overflow", "abort", "segfault", "hang", "memory", "bf16_death")
@@ -49,21 +56,12 @@ class Fault(keras.layers.Layer):
 
 
 def build_model():
-    model = keras.Sequential(
-        [
-            keras.Input((8,)),
-            keras.layers.Dense(16, activation="relu", name="hidden"),
-            *[Fault(name=fault) for fault in FAULTS],
-            keras.layers.Dense(2, name="logits"),
-        ]
+    return tiny_model(
+        keras.layers.Dense(16, activation="relu", name="hidden"),
+        *[Fault(name=fault) for fault in FAULTS],
+        keras.layers.Dense(2, name="logits"),
     )
-    model.compile(
-        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    )
-    return model
 
 
 def train_data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(256, 8)).astype("float32")
-    return x, (x[:, 0] > 0).astype("int64")
+    return sign_data(256)

@@ -6,10 +6,16 @@ traced, as real crashes in kernels and tracing do.
 """
 
 import os
+import sys
 import time
+from pathlib import Path
 
 import keras
-import numpy as np
+
+TESTS = str(Path(__file__).resolve().parents[1])  # the shared scaffold, tests/helpers.py
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+from helpers import sign_data, tiny_model  # noqa: E402
 
 FAULT = os.environ.get("PRECSEARCH_FAULT", "")
 print("faulty model file imported; this print must not garble the worker's replies")
@@ -30,21 +36,12 @@ class Marked(keras.layers.Layer):
 
 
 def build_model():
-    model = keras.Sequential(
-        [
-            keras.Input((8,)),
-            keras.layers.Dense(16, activation="relu"),
-            Marked(name="marked"),
-            keras.layers.Dense(2),
-        ]
+    return tiny_model(
+        keras.layers.Dense(16, activation="relu"),
+        Marked(name="marked"),
+        keras.layers.Dense(2),
     )
-    model.compile(
-        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    )
-    return model
 
 
 def train_data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(256, 8)).astype("float32")
-    return x, (x[:, 0] > 0).astype("int64")
+    return sign_data(256)

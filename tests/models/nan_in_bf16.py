@@ -1,7 +1,14 @@
 """A tiny MLP whose marked layer yields NaN when it computes in bfloat16."""
 
+import sys
+from pathlib import Path
+
 import keras
-import numpy as np
+
+TESTS = str(Path(__file__).resolve().parents[1])  # the shared scaffold, tests/helpers.py
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+from helpers import sign_data, tiny_model  # noqa: E402
 
 precsearch_config = {"batch_size": 32}
 
@@ -14,21 +21,12 @@ class NanInBfloat16(keras.layers.Layer):
 
 
 def build_model():
-    model = keras.Sequential(
-        [
-            keras.Input((8,)),
-            keras.layers.Dense(16, activation="relu", name="hidden"),
-            NanInBfloat16(name="marked"),
-            keras.layers.Dense(2, name="logits"),
-        ]
+    return tiny_model(
+        keras.layers.Dense(16, activation="relu", name="hidden"),
+        NanInBfloat16(name="marked"),
+        keras.layers.Dense(2, name="logits"),
     )
-    model.compile(
-        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    )
-    return model
 
 
 def train_data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(256, 8)).astype("float32")
-    return x, (x[:, 0] > 0).astype("int64")
+    return sign_data(256)

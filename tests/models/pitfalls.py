@@ -1,8 +1,15 @@
 """A model with the pitfalls `precsearch doctor` looks for: a float16 softmax, widths that
 are not multiples of 8, and a layer whose activations overflow float16."""
 
+import sys
+from pathlib import Path
+
 import keras
-import numpy as np
+
+TESTS = str(Path(__file__).resolve().parents[1])  # the shared scaffold, tests/helpers.py
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+from helpers import sign_data, tiny_model  # noqa: E402
 
 precsearch_config = {"batch_size": 32}
 
@@ -15,23 +22,14 @@ class Amplify(keras.layers.Layer):
 
 
 def build_model():
-    model = keras.Sequential(
-        [
-            keras.Input((8,)),
-            keras.layers.Dense(30, activation="relu", name="odd"),
-            Amplify(name="amplify"),
-            keras.layers.Dense(16, name="scores"),
-            keras.layers.Activation("softmax", dtype="mixed_float16", name="softmax16"),
-            keras.layers.Dense(2, name="logits"),
-        ]
+    return tiny_model(
+        keras.layers.Dense(30, activation="relu", name="odd"),
+        Amplify(name="amplify"),
+        keras.layers.Dense(16, name="scores"),
+        keras.layers.Activation("softmax", dtype="mixed_float16", name="softmax16"),
+        keras.layers.Dense(2, name="logits"),
     )
-    model.compile(
-        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    )
-    return model
 
 
 def train_data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(128, 8)).astype("float32")
-    return x, (x[:, 0] > 0).astype("int64")
+    return sign_data(128)

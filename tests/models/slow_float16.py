@@ -4,8 +4,15 @@ On CPUs that emulate float16 every layer is like this; this CPU may not, so the 
 stands the slowdown in deterministically: 200 chained matmuls only under float16.
 """
 
+import sys
+from pathlib import Path
+
 import keras
-import numpy as np
+
+TESTS = str(Path(__file__).resolve().parents[1])  # the shared scaffold, tests/helpers.py
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+from helpers import sign_data, tiny_model  # noqa: E402
 
 
 class SlowInFloat16(keras.layers.Layer):
@@ -18,21 +25,14 @@ class SlowInFloat16(keras.layers.Layer):
 
 
 def build_model():
-    model = keras.Sequential(
-        [
-            keras.Input((256,)),
-            keras.layers.Dense(256, activation="relu"),
-            SlowInFloat16(name="slow"),
-            keras.layers.Dense(2),
-        ]
+    return tiny_model(
+        keras.layers.Dense(256, activation="relu"),
+        SlowInFloat16(name="slow"),
+        keras.layers.Dense(2),
+        features=256,
+        optimizer="sgd",
     )
-    model.compile(
-        optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    )
-    return model
 
 
 def train_data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(512, 256)).astype("float32")
-    return x, (x[:, 0] > 0).astype("int64")
+    return sign_data(512, features=256)

@@ -24,7 +24,7 @@ def build_model(hp):
         keras.layers.Dense(2, name="logits"),
     ])
     model.compile(
-        optimizer=keras.optimizers.Adam(hp.Choice("lr", [1e-3, 1e-2])),
+        optimizer=keras.optimizers.Adam(hp.Choice("lr", [1e-2, 1e-3])),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return model
@@ -111,8 +111,11 @@ def test_a_three_trial_study_through_the_loader(tmp_path):
         steps=20,
         dtypes="float32,bfloat16",
         out=str(tmp_path / "studies"),
-        rounds=2,
+        confirm_time=1,
     )
     assert len(result.trials) == 3
     assert set(result.trials["state"]) == {"COMPLETE"}
-    assert result.best_policy is not None
+    assert result.best_policy == precsearch.load_policy(result.study_dir / "best_policy.json")
+    assert result.study.user_attrs["loader"] == "kerastuner"
+    layers = {r["id"]: r for r in result.study.user_attrs["model_info"]["layers"]}
+    assert layers["hidden"]["params"] == 8 * 24 + 24  # units=24, the file's hyperparameters
