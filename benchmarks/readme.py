@@ -31,17 +31,18 @@ def _machine() -> str:
         if native
         else "no native bfloat16 (no AVX512-BF16 or AMX)"
     )
-    gpus = ", ".join(g.get("name", "?") for g in m["gpus"]) or "no GPU"
+    # GPUs only where machine.json names some: run.py does not look for them.
+    gpus = ", ".join(g.get("name", "?") for g in m["gpus"])
     return (
         f"Measured {m['date']} on a {m['cpu_count']}-core {m['cpu']} with "
-        f"{', '.join(flags) or 'no vector flags of note'}: {kind}; {gpus}."
+        f"{', '.join(flags) or 'no vector flags of note'}: {kind}{'; ' + gpus if gpus else ''}."
     )
 
 
 def _quality_table() -> list[str]:
     lines = [
         "| example | answer | batch, XLA | vs your FP32 | = precision | x batch/XLA | "
-        "to FP32 loss | global recipe | TF graph rewrite | FP32 copy |",
+        "to FP32 quality | global recipe | TF graph rewrite | FP32 copy (A/A) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in _rows("policy_quality.csv"):
@@ -49,31 +50,40 @@ def _quality_table() -> list[str]:
         if answer == "fp32: rest":
             answer = "float32 throughout"  # a batch size or XLA change alone
         config = f"{r['batch_size']}, {'on' if r['jit'] == 'True' else 'off'}"
-        ttq = f"{float(r['time_to_quality']):.2f}x" if r["time_to_quality"] else "-"
         lines.append(
             f"| {r['example']} | {answer} | {config} | {r['vs_fp32']} | {r['from_precision']} | "
-            f"{r['from_batch_and_xla']} | {ttq} | {r['global_peer']} | {r['rewrite_peer']} | "
-            f"{r['fp32_copy_vs_fp32']} |"
+            f"{r['from_batch_and_xla']} | {r['time_to_quality']} | {r['global_peer']} | "
+            f"{r['rewrite_peer']} | {r['fp32_copy_vs_fp32']} ±{r['instrument_error_pct']}% |"
         )
     return lines
 
 
 def _repeatability() -> str:
     rows = _rows("repeatability.csv")
-    examples = sorted({r["example"] for r in rows})
-    same = [r["example"] for r in rows if r["trial"] == "winner" and r["run1"] == r["run2"]]
-    diffs = [
-        float(r["median_diff_pct"])
-        for r in rows
-        if r["median_diff_pct"] and r["trial"] not in ("winner", "FP32 copy")
-    ]
-    copies = [r for r in rows if r["trial"] == "FP32 copy"]
-    copy_text = "; ".join(f"{r['example']} {r['run1']} then {r['run2']}" for r in copies)
+    by_example: dict[str, list[dict[str, str]]] = {}
+    for r in rows:
+        by_example.setdefault(r["example"], []).append(r)
+    same = [name for name, runs in by_example.items() if len({r["answer"] for r in runs}) == 1]
+    copies = "; ".join(
+        f"{name} {' then '.join(r['fp32_copy_vs_fp32'] for r in runs)}"
+        for name, runs in by_example.items()
+    )
     return (
-        f"Repeatability: the selection run twice in separate processes chose the same "
-        f"answer on {len(same)} of {len(examples)} examples ({', '.join(same) or 'none'}); "
-        f"candidates' medians moved {min(diffs, default=0):.1f}-{max(diffs, default=0):.1f}% "
-        f"between runs; the FP32 copy read {copy_text} (`repeatability.md`)."
+        f"Repeatability: the whole confirmation run twice in separate processes gave the same "
+        f"answer on {len(same)} of {len(by_example)} examples ({', '.join(same) or 'none'}); "
+        f"the FP32 copy read {copies} (`repeatability.md`)."
+    )
+
+
+def _selection() -> str:
+    rows = {r["session"]: r for r in _rows("selection.csv")}
+    same, gain = rows["same"], rows["gain"]
+    return (
+        "Selection on real timings (wide_mlp, rounds recorded then replayed; "
+        f"`selection.md`): with three candidates that are FP32 under other labels, "
+        f"{same['any_winner']} of {same['studies']} studies crowned one; a candidate measured "
+        f"at {gain['c0_vs_fp32_whole_recording']} FP32 over the whole recording was found in "
+        f"{gain['c0_found']} of {gain['studies']}."
     )
 
 
@@ -111,14 +121,17 @@ def results_section() -> str:
         START,
         _machine(),
         "The answer's speedup is against your own FP32 training (your batch size, XLA "
-        "setting and steps per execution), median (min-max) over 5 rounds measured after "
-        "the answer was chosen, split into what low precision adds and what the batch size "
-        "and XLA add; 'to FP32 loss' is the wall time to your FP32 training's final loss, "
-        "FP32's over the answer's; a peer that did not train like FP32 is shown infeasible. "
-        "Details and spreads: [`benchmarks/results/`](benchmarks/results/).",
+        "setting and steps per execution): the geometric mean (95% bootstrap interval) of "
+        "per-round ratios in rounds measured after the answer was chosen, split into what "
+        "low precision adds and what the batch size and XLA add; 'to FP32 quality' is the "
+        "wall time to a loss every FP32 run reached, FP32's over the answer's; the FP32 copy "
+        "is the A/A test, its error how far its interval reaches from 1; a peer that did not "
+        "train like FP32 is shown with its reason. Details, spreads and the raw rounds: "
+        "[`benchmarks/results/`](benchmarks/results/).",
         "",
         *_quality_table(),
         "",
+        _selection(),
         _repeatability(),
         _efficiency(),
         _overhead(),

@@ -44,6 +44,8 @@ def tiny_study(tmp_path_factory):
         "float32,bfloat16",
         "--sampler",
         "random",
+        "--confirm-time",
+        "1",
     ]
     first = run_cli(*args, "--trials", "3")
     assert first.returncode == 0, first.stderr[-3000:]

@@ -88,7 +88,7 @@ FLAG_CASES = [
     (f"run {MLP} --trails 3", ["unrecognized arguments: --trails"]),
     (f"run {MLP} --trials -1", ["--trials", "negative"]),
     (f"run {MLP} --tolerance 0", ["--tolerance", "not a positive number"]),
-    (f"run {MLP} --rounds 0", ["--rounds", "not a positive integer"]),
+    (f"run {MLP} --confirm-time 0", ["--confirm-time", "not a positive number"]),
     (f"run {MLP} --confirm -2", ["--confirm", "negative"]),
     (f"run {MLP} --group-by blocks", ["--group-by", "invalid choice"]),
     (f"run {MLP} --dtypes float32,fp8", ["--dtypes", "expected short names"]),
@@ -161,7 +161,7 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 WORDS = st.sampled_from(
-    ["run", MLP, "--trials", "--steps", "--dtypes", "--group-by", "--tolerance", "--rounds",
+    ["run", MLP, "--trials", "--steps", "--dtypes", "--group-by", "--tolerance", "--confirm-time",
      "--confirm", "--watchdog", "--study-name", "--sampler", "--lr-rule", "--objective",
      "--export", "--dimension", "--batch-size", "--seed", "float32,bfloat16", "layer",
      "tpe", "grid", "0", "-1", "3", "1e9", "nan", "inf", "x", "../x", "speedup", ""]

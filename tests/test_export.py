@@ -1,19 +1,37 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
-from helpers import MODELS, run_cli
+from helpers import MODELS, run_cli, sign_data, tiny_model
 
 import precsearch
 from precsearch.loaders import load_model_file
 
 
 def check_spread(figures):
+    """A ratio's figures: its interval around the geometric mean, the rounds' spread."""
+    assert figures["low"] <= figures["estimate"] <= figures["high"]
     assert figures["min"] <= figures["median"] <= figures["max"]
-    assert figures["rounds"] == 5
+    assert figures["rounds"] >= 5 and figures["confidence"] == 0.95
+
+
+def saved_model_files(folder: Path) -> dict[str, bytes]:
+    """A SavedModel folder's files by relative path: its graph and variables."""
+    files = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    assert "saved_model.pb" in files and any(n.startswith("variables/") for n in files), files
+    return files
+
+
+def same_trials_csv(a: Path, b: Path) -> bool:
+    frame = pd.read_csv(a)
+    assert len(frame) > 0 and "status" in frame.columns
+    return frame.equals(pd.read_csv(b))
 
 
 @pytest.mark.slow
@@ -26,9 +44,14 @@ def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
     check_spread(confirmed["speedup_vs_fp32"])  # from fresh rounds: the copy's, for FP32
     copy = confirmed["fp32_copy_vs_fp32"]  # the instrument's error
     check_spread(copy)
-    assert 0.5 < copy["median"] < 2
-    assert confirmed["fidelity_gap"] is not None
+    # A ratio of speeds; how close to 1 it reads is benchmarks/' repeatability, not CI's.
+    assert copy["min"] > 0 and math.isfinite(copy["max"])
     assert manifest["feasible"] is True
+    fidelity = manifest["fidelity"]
+    assert fidelity["gap"] <= fidelity["tolerance"] == 1.0  # feasible: within it
+    assert fidelity["fp32_as_a_candidate"] is not None  # the A/A figure of the judge
+    assert manifest["lr_rule"] == {"rule": "sqrt", "why": "square-root scaling for Adam, an "
+                                   "adaptive optimizer"}  # fmt: skip
     assert manifest["baseline"] == {
         "batch_size": 32,
         "jit_compile": False,
@@ -44,11 +67,12 @@ def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
         assert (peer["status"] == "feasible") == ("vs_fp32" in peer), peer
     if manifest["is_fp32"]:
         assert confirmed["speedup_vs_fp32"] == copy
-        assert "FP32 as you train it is the answer" in manifest["verdict"]
+        assert "your FP32 training is the answer (instrument error ±" in manifest["verdict"]
     else:
         record = precsearch.load_study(folder).confirmation
         chosen = next(c for c in record.candidates if c["trial"] == manifest["trial"])
-        assert chosen["speedup_vs_fp32"]["median"] > record.bar  # chosen on its selection
+        assert chosen["wins"] and chosen["lower"] > 1  # chosen by the selection's test
+        assert confirmed["repeated_on_fresh_rounds"] is True
         assert "a copy of FP32 measures" in manifest["verdict"]
     model = load_model_file(MODELS / "mlp.py").build_model()
     policy.apply(model)
@@ -68,15 +92,18 @@ def test_saved_model_loads_and_predicts(tiny_study):
 
 @pytest.mark.slow
 def test_trials_csv_has_the_confirmation(tiny_study):
-    import pandas as pd
-
     folder, _, _ = tiny_study
     frame = pd.read_csv(folder / "trials.csv")
     assert frame["best"].sum() == 1
-    confirmed = frame.dropna(subset=["confirmed_speedup_vs_fp32_median"])
+    confirmed = frame.dropna(subset=["confirmed_speedup_vs_fp32_estimate"])
     assert len(confirmed) >= 1
+    low, high = (
+        confirmed["confirmed_speedup_vs_fp32_low"],
+        confirmed["confirmed_speedup_vs_fp32_high"],
+    )
     assert (
-        confirmed["confirmed_speedup_vs_fp32_min"] <= confirmed["confirmed_speedup_vs_fp32_max"]
+        (low <= confirmed["confirmed_speedup_vs_fp32_estimate"])
+        & (confirmed["confirmed_speedup_vs_fp32_estimate"] <= high)
     ).all()
 
 
@@ -87,10 +114,14 @@ def test_show_and_export(tiny_study, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "confirmed vs FP32" in shown.stdout and "Answer:" in shown.stdout
     assert "Dense (" in shown.stdout
-    exported = run_cli("export", str(folder), "--to", str(tmp_path / "out"))
+    out = tmp_path / "out"
+    exported = run_cli("export", str(folder), "--to", str(out))
     assert exported.returncode == 0, exported.stderr
-    for name in ("best_policy.json", "trials.csv", "saved_model"):
-        assert (tmp_path / "out" / name).exists()
+    assert precsearch.load_policy(out / "best_policy.json") == precsearch.load_policy(
+        folder / "best_policy.json"
+    )
+    assert same_trials_csv(out / "trials.csv", folder / "trials.csv")
+    assert saved_model_files(out / "saved_model") == saved_model_files(folder / "saved_model")
     missing = run_cli("show", str(tmp_path / "nothing"))
     assert missing.returncode == 2 and "no study" in missing.stderr
 
@@ -104,13 +135,15 @@ def test_notebook_api_gives_the_same_files(tmp_path):
         dtypes="float32,bfloat16",
         out=str(tmp_path),
         study_name="api",
-        rounds=5,
+        confirm_time=1,
         progress=sys.stderr,
     )
     folder = tmp_path / "api"
-    for name in ("best_policy.json", "trials.csv", "saved_model", "study.journal"):
-        assert (folder / name).exists()
     assert len(result.trials) == 2 and "status" in result.trials.columns
+    written = pd.read_csv(folder / "trials.csv")
+    assert list(written["number"]) == list(result.trials["number"])
+    assert list(written["status"]) == list(result.trials["status"])
+    assert saved_model_files(folder / "saved_model")["saved_model.pb"]
     assert not result.pareto.empty
     assert result.best_policy == precsearch.load_policy(folder / "best_policy.json")
     assert result.reference.status == "ok"
@@ -124,19 +157,17 @@ def test_notebook_api_gives_the_same_files(tmp_path):
 def test_notebook_api_with_a_build_function(tmp_path):
     import keras
 
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(512, 8)).astype("float32")
-    y = (x[:, 0] > 0).astype("int64")
+    x, y = sign_data(512)
 
     def build():
-        return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(2)])
+        return tiny_model(compiled=False)
 
     with pytest.warns(UserWarning, match="not isolated"):
         result = precsearch.search(
             build,
             (x, y),
             compile_kwargs=lambda: {
-                "optimizer": "adam",
+                "optimizer": keras.optimizers.Adam(1e-2),  # learns within 20 steps: judged
                 "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             },
             trials=2,
@@ -145,8 +176,9 @@ def test_notebook_api_with_a_build_function(tmp_path):
             out=str(tmp_path),
         )
     assert result.study.study_name == "build"
-    assert result.best_policy is not None
-    assert (tmp_path / "build" / "saved_model").exists()
+    assert result.best_policy == precsearch.load_policy(tmp_path / "build" / "best_policy.json")
+    assert result.best_policy.manifest["study"] == "build"
+    assert saved_model_files(tmp_path / "build" / "saved_model")["saved_model.pb"]
 
 
 def test_import_precsearch_loads_no_search_machinery():

@@ -23,7 +23,7 @@ def test_the_walkthrough_notebook_runs_search_to_training(tiny_study, tmp_path):
     params.source = (
         f"MODEL = {str(MODELS / 'mlp.py')!r}\nOUT = {str(tmp_path)!r}\nSTUDY = 'tiny'\n"
         "TRIALS, STEPS = 1, 20\n"
-        "SEARCH = {'dtypes': 'float32,bfloat16', 'sampler': 'random', 'rounds': 2}\n"
+        "SEARCH = {'dtypes': 'float32,bfloat16', 'sampler': 'random', 'confirm_time': 1}\n"
         "EPOCHS = 1"
     )
     NotebookClient(

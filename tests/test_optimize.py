@@ -45,7 +45,8 @@ def search(dimensions: list[str], trials: int, seed: int = 0):
 
 def test_repeats_of_a_measured_policy_are_not_counted_as_trials():
     study, executor, notes = search(["layer_dtypes", "batch_size"], trials=6)
-    fresh = [t for t in study.trials if "duplicate_of" not in t.user_attrs]
+    ran = [t for t in study.trials if t.state.name != "WAITING"]  # an enqueued twin may wait
+    fresh = [t for t in ran if "duplicate_of" not in t.user_attrs]
     assert len(fresh) == len(executor.ran) == 6 and not notes
     keys = [tuple(sorted(t.params.items())) for t in fresh]
     assert len(set(keys)) == 6  # every counted trial measured a policy of its own
@@ -59,3 +60,22 @@ def test_an_exhausted_space_stops_the_search_with_a_note():
     assert len(executor.ran) == 2  # XLA off and on: the whole space
     assert notes and "proposes only policies it measured already (the space holds 2)" in notes[0]
     assert all(t.state.name == "COMPLETE" for t in study.trials)
+
+
+def test_fp32_at_a_feasible_trials_batch_size_is_enqueued_as_its_twin():
+    study, _, _ = search(["layer_dtypes", "batch_size"], trials=8, seed=3)
+    own = sample_model_info()["batch_size"]
+    every = {tuple(sorted(t.params.items())): t for t in study.trials if t.params}
+    waiting = [t for t in study.trials if t.state.name == "WAITING"]
+    parents = 0
+    for trial in study.trials:
+        low = any(v != "float32" for k, v in trial.params.items() if k.startswith("dtype"))
+        if trial.state.name != "COMPLETE" or not low or trial.params["batch_size"] == own:
+            continue
+        parents += 1
+        twin = {k: "float32" if k.startswith("dtype") else v for k, v in trial.params.items()}
+        # Measured (enqueued by this trial or an earlier one), or still waiting to run.
+        assert tuple(sorted(twin.items())) in every or any(
+            t.system_attrs.get("fixed_params") == twin for t in waiting
+        )
+    assert parents and any("twin_of" in t.user_attrs for t in study.trials)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
+from helpers import sign_data, tiny_model
+
+from precsearch.loaders import read_config
 
 ROOT = Path(__file__).parents[1]
 
@@ -25,10 +29,16 @@ def test_ci_runs_the_readme_commands():
     assert any(line.endswith(packages) and "pip install" in line for line in ci.splitlines())
 
 
-def test_readme_example_exists():
+def test_readme_example_is_a_model_file():
     install, _ = commands()
-    example = install.split("precsearch run")[1].strip()
-    assert (ROOT / example).is_file()
+    example = ROOT / install.split("precsearch run")[1].strip()
+    # The contract, read without importing (tests/test_examples.py runs it): the two
+    # functions, and a precsearch_config that read_config accepts.
+    defined = {
+        n.name for n in ast.parse(example.read_text()).body if isinstance(n, ast.FunctionDef)
+    }
+    assert {"build_model", "train_data"} <= defined
+    assert read_config(example).get("batch_size", 1) > 0
 
 
 def test_the_results_section_is_what_the_benchmark_files_say():
@@ -50,10 +60,10 @@ def python_blocks() -> list[str]:
 TINY = {
     '"studies/digits_cnn/model.py", trials=12, steps=80': (
         f'"{ROOT / "tests" / "models" / "mlp.py"}", trials=2, steps=20, dtypes="float32,bfloat16", '
-        "rounds=2"
+        "confirm_time=1"
     ),
     '"studies/digits_cnn"': '"studies/mlp"',
-    "trials=8,": 'trials=2, steps=20, dtypes="float32,bfloat16", rounds=2,',
+    "trials=8,": 'trials=2, steps=20, dtypes="float32,bfloat16", confirm_time=1,',
     "epochs=2": "epochs=1",
 }
 
@@ -62,9 +72,8 @@ TINY = {
 def test_every_python_block_of_the_readme_runs(tmp_path, monkeypatch):
     """So that no example can go stale: each block runs, in order, on tiny inputs."""
     import keras
-    import numpy as np
 
-    from precsearch import Policy
+    from precsearch import Policy, load_policy
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -72,14 +81,14 @@ def test_every_python_block_of_the_readme_runs(tmp_path, monkeypatch):
     Policy(default="mixed_bfloat16", batch_size=32).save("studies/wide_mlp/best_policy.json")
 
     def build_model():
-        return keras.Sequential(
-            [keras.Input((16,)), keras.layers.Dense(32, activation="relu"),
-             keras.layers.Dense(4, activation="softmax")]
-        )  # fmt: skip
+        return tiny_model(
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(4, activation="softmax"),  # the README compiles for probabilities
+            features=16,
+            compiled=False,
+        )
 
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(256, 16)).astype("float32")
-    y = rng.integers(0, 4, 256)
+    x, y = sign_data(256, features=16)
     namespace = {"build_model": build_model, "x": x, "y": y}
     blocks = python_blocks()
     assert len(blocks) >= 4
@@ -91,4 +100,7 @@ def test_every_python_block_of_the_readme_runs(tmp_path, monkeypatch):
         for text, tiny in TINY.items():
             block = block.replace(text, tiny)
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
-    assert namespace["result"].best_policy is not None
+    result = namespace["result"]  # the build function's study, the last search
+    assert len(result.trials) == 2
+    assert result.best_policy == load_policy(result.study_dir / "best_policy.json")
+    assert namespace["model"].layers[0].dtype_policy.name == "mixed_bfloat16"  # the policy block

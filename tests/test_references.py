@@ -25,9 +25,7 @@ def test_the_user_training_is_its_own_normal_form(runner):
     assert runner.problem.normalise(base) == base
 
 
-def test_the_model_the_references_traced_is_the_one_trials_are_timed_against(
-    runner, monkeypatch
-):
+def test_the_model_the_references_traced_is_the_one_trials_are_timed_against(runner, monkeypatch):
     built = []
     model_for = runner.problem.model_for
 
@@ -48,7 +46,7 @@ def test_a_trial_with_its_own_budget_leaves_the_runner_budget_alone(runner):
     result = runner.run_trial(Policy(), budget=shorter)
     assert result.status == "ok", result.reason
     assert runner.budget == BUDGET
-    # The trial was judged against references of its own budget's length.
-    assert len(result.curve["loss"]) == shorter.steps
+    # The trial was judged at its own budget's samples, against references that long.
+    assert result.numerics["evaluated_at"] == shorter.samples(32)
     assert runner.reference(budget=shorter).steps == shorter.steps
     assert runner.reference().steps == BUDGET.steps

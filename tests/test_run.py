@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from helpers import MODELS, run_cli
+
 from precsearch.study import run as run_module
 from precsearch.study.options import SearchOptions
 
@@ -29,3 +32,15 @@ def test_one_file_that_fails_does_not_keep_the_others_from_being_written(tmp_pat
     assert run.paths["tensorboard"] == Path("tb")
     assert run.paths["report.html"] == run.study_dir / "report.html"
     assert "trials.csv" not in run.paths
+
+
+@pytest.mark.slow
+def test_a_budget_at_which_nothing_can_judge_is_refused_in_one_line(tmp_path):
+    done = run_cli(
+        "run", str(MODELS / "frozen.py"), "--out", str(tmp_path), "--steps", "12",
+        "--dtypes", "float32,bfloat16", "--trials", "2",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "nothing can judge a candidate at 12 steps" in last
+    assert "FP32's training loss does not move over 12 steps" in last

@@ -3,18 +3,18 @@ from __future__ import annotations
 import json
 import math
 import time
-from pathlib import Path
 
 import pytest
+from helpers import MODELS, sign_data, tiny_model
 
 from precsearch import LossScale, Policy
-from precsearch.engine.instrument import step as _step
+from precsearch.engine.references import References
 from precsearch.engine.runner import Runner
 from precsearch.loaders import load_model_file
 from precsearch.records import Budget, TrialResult
 
-MODELS = Path(__file__).parent / "models"
-BUDGET = Budget(steps=30, warmup=2, block=5)
+# Trials here test numerics: they train to the end even where this CPU makes them slow.
+BUDGET = Budget(steps=30, warmup=2, block=5, stop_slow=False)
 
 
 @pytest.fixture(scope="module")
@@ -28,18 +28,16 @@ def test_fp32_against_fp32_is_feasible_with_speedup_near_one(runner):
     assert result.status == "ok", result.reason
     assert result.fidelity_gap is not None and result.fidelity_gap <= 1.0
     spread = result.block_ratios
-    print(
-        f"\nFP32 vs FP32: speedup {result.speedup:.3f} (p10 steps); block ratios "
-        f"median {spread['median']:.3f}, min {spread['min']:.3f}, max {spread['max']:.3f}, "
-        f"n {spread['n']}; fp32 {result.fp32}, candidate {result.candidate}"
-    )
-    # Same graph on both sides: anything far from 1 is a broken instrument, not noise.
-    assert 0.5 < result.speedup < 2.0
-    assert spread["min"] <= spread["median"] <= spread["max"] and spread["n"] >= 2
-    assert result.fp32.n == result.candidate.n >= 10
+    # Same graph on both sides: a broken instrument is off by an order of magnitude, a
+    # loaded machine by less (how close to 1 it reads is benchmarks/' repeatability).
+    assert 0.25 < result.speedup < 4.0
+    assert spread["low"] <= spread["estimate"] == result.speedup <= spread["high"]
+    assert spread["min"] <= spread["median"] <= spread["max"] and spread["rounds"] >= 3
+    assert result.fp32.n == result.candidate.n >= 3 * 10
     assert result.fp32.min <= result.fp32.p10 <= result.fp32.median <= result.fp32.max
-    assert len(result.curve["loss"]) == BUDGET.steps
-    assert result.curve["samples"][-1] == BUDGET.steps * 32
+    # Judged at the budget's samples; the curve goes on for the time to quality at most.
+    assert result.numerics["evaluated_at"] == BUDGET.steps * 32
+    assert BUDGET.steps * 32 <= result.curve["samples"][-1] <= 1.5 * BUDGET.steps * 32
     assert {"loss", "metric", "metric_name"} <= set(result.val)
     assert result.peak_memory_mb > 0 and result.memory_kind == "rss"
     assert {"reference", "build", "trace", "warmup", "measured", "total"} <= set(result.timings)
@@ -49,10 +47,11 @@ def test_bfloat16_mlp_is_finite_and_feasible(runner):
     result = runner.run_trial(Policy(default="mixed_bfloat16"))
     assert result.status == "ok", result.reason
     assert all(math.isfinite(v) for v in result.curve["loss"])
-    # The speedup is the ratio of the two sides' samples/s, each from its p10 step time.
-    assert result.speedup == pytest.approx(
-        result.candidate.samples_per_s / result.fp32.samples_per_s
-    )
+    # The speedup is the geometric mean of the block pairs' ratios (each block's median
+    # call), as the confirmation's rounds are.
+    ratios = result.block_ratios
+    assert result.speedup == pytest.approx(ratios["estimate"])
+    assert ratios["min"] <= result.speedup <= ratios["max"]
     assert result.candidate.samples_per_s == pytest.approx(32 / result.candidate.p10)
     # bfloat16 measured 0.15-1.8x FP32 on the CPUs here; outside 0.05-20x is a broken clock.
     assert 0.05 < result.speedup < 20
@@ -65,12 +64,13 @@ def test_dynamic_float16_records_the_loss_scale(runner):
     result = runner.run_trial(policy, BUDGET)
     numerics = result.numerics
     scales = numerics["loss_scale"]
-    assert len(scales) == len(result.curve["loss"]) == BUDGET.steps
+    assert len(scales) == len(result.curve["loss"]) >= BUDGET.steps  # one per point
     before = [2.0**24, *scales[:-1]]
     halvings = sum(a < b for b, a in zip(before, scales, strict=True))
-    assert numerics["skipped_steps"] == halvings >= 1
-    assert numerics["skipped_share"] == pytest.approx(halvings / BUDGET.steps)
-    assert numerics["min_loss_scale"] == min(scales) < 2.0**24
+    # Every skipped step halved the scale; the count covers the timed calls past the curve.
+    assert 1 <= halvings <= numerics["skipped_steps"]
+    assert 0 < numerics["skipped_share"] < 1
+    assert numerics["min_loss_scale"] <= min(scales) < 2.0**24  # the least over every call
     assert all(math.isfinite(v) for v in result.curve["loss"])
 
 
@@ -92,15 +92,20 @@ def test_result_round_trips_through_json(runner):
     assert again == result
 
 
-def test_references_are_cached_on_disk(runner):
+def test_references_are_cached_on_disk(runner, monkeypatch):
     ref = runner.reference()
     assert len(ref.curves) == 3 and all(len(c) == BUDGET.steps for c in ref.curves)
-    files = list(runner.work_dir.glob("reference_*_bs32_none_30.json"))
+    files = list(runner.work_dir.glob("reference_*_bs32_none_30_seeds1-2-3.json"))
     assert len(files) == 1
-    fresh = Runner(runner.spec, work_dir=runner.work_dir, budget=BUDGET)
-    t0 = time.perf_counter()
-    assert fresh.reference().curves == ref.curves
-    assert time.perf_counter() - t0 < 1.0
+    assert json.loads(files[0].read_text())["curves"] == ref.curves
+    # A fresh process's cache (nothing in memory) reads the file and trains nothing.
+    fresh = References(runner.problem, runner.work_dir)
+
+    def train(*args):
+        raise AssertionError("trained the FP32 references again")
+
+    monkeypatch.setattr(fresh, "_run", train)
+    assert fresh.get(runner.problem.baseline(), BUDGET).curves == ref.curves
 
 
 def test_model_info_is_written(runner):
@@ -109,31 +114,6 @@ def test_model_info_is_written(runner):
     assert info["output_layers"] == ["logits"]
     assert info["batch_size"] == 32 and info["train_examples"] == 1024
     assert info["layers"][0]["params"] == 16 * 64 + 64
-
-
-def test_step_timer_costs_little_beyond_the_step(runner):
-    """Timing each step (and reading its loss back) against one plain loop of calls."""
-    model = runner.problem.model_for(Policy(), seed=0)
-    iterator = iter(runner.problem.dataset(32, seed=0))
-    for _ in range(5):
-        _step(model, iterator)
-    ratios = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        timed = [_step(model, iterator)[0] for _ in range(30)]
-        wall = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for _ in range(30):
-            logs = model.train_function(iterator)
-        float(logs["loss"])
-        loop = (time.perf_counter() - t0) / 30
-        # What the timer leaves out (metric reset, Python between steps; ~0.7 ms seen
-        # here) stays outside the timed step, and small.
-        assert 0 < (wall - sum(timed)) / 30 < 0.005, (sum(timed), wall)
-        ratios.append(sorted(timed)[len(timed) // 2] / loop)
-    print(f"\nstep timer median / plain loop per step, 3 rounds: {[round(r, 2) for r in ratios]}")
-    # Seen 1.0-1.4 here: the per-step read-back of the loss, not a different step.
-    assert min(ratios) < 2.0
 
 
 @pytest.mark.slow
@@ -155,29 +135,30 @@ def test_float16_slowdown_is_stopped_by_the_watchdog():
     assert result.status == "too_slow", result.reason
     assert "slower than FP32" in result.reason
     assert time.perf_counter() - t0 < 30
-    assert len(result.curve["loss"]) == 2
+    assert len(result.curve["loss"]) == 2  # traced, then one step: stopped there
 
 
 def test_unnamed_layers_keep_their_ids_from_build_to_build(tmp_path):
     """Keras numbers unnamed layers per process; a per-layer policy written from
     model_info.json must still match the models built later (MobileNetV2's head is one)."""
     import keras
-    import numpy as np
 
     from precsearch.loaders import spec_from_callables
 
     def build():
-        return keras.Sequential(
-            [keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(2)], name="unnamed"
+        return tiny_model(
+            keras.layers.Dense(16), keras.layers.Dense(2), compiled=False, name="unnamed"
         )
 
-    rng = np.random.default_rng(0)
-    data = (rng.normal(size=(256, 8)).astype("float32"), rng.integers(0, 2, 256))
-    compile_kwargs = {"optimizer": "adam", "loss": "sparse_categorical_crossentropy"}
+    data = sign_data(256)
+    compile_kwargs = {
+        "optimizer": keras.optimizers.Adam(1e-2),
+        "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    }
     runner = Runner(
         spec_from_callables(build, data, compile_kwargs=compile_kwargs),
         work_dir=tmp_path,
-        budget=Budget(steps=6, warmup=1, block=2),
+        budget=Budget(steps=20, warmup=1, block=2),  # enough for the loss to fall: judged
     )
     hidden = next(layer["id"] for layer in runner.info.layers if not layer["output"])
     assert hidden == "dense"

@@ -40,3 +40,34 @@ def test_a_layer_holding_layers_is_one_parameter():
         "dtype:encoder",
         "dtype:flat",
     ]
+
+
+def info_with(optimizer: str) -> dict:
+    from precsearch.testing import sample_model_info
+
+    return {**sample_model_info(), "optimizer": optimizer}
+
+
+def test_the_learning_rate_follows_the_batch_size_as_a_user_of_the_optimizer_would():
+    options = SpaceOptions(dtypes=["float32", "bfloat16"])
+    adam = SearchSpace(info_with("Adam"), options, ["layer_dtypes", "batch_size"])
+    sgd = SearchSpace(info_with("SGD"), options, ["layer_dtypes", "batch_size"])
+    asked = SearchSpace(
+        info_with("Adam"), SpaceOptions(dtypes=["float32", "bfloat16"], lr_rule="linear"),
+        ["layer_dtypes", "batch_size"],
+    )  # fmt: skip
+    params = {p: v[0] for p, v in adam.choices().items()}
+    assert adam.policy(params).lr_rule == "sqrt" and "Adam" in adam.lr_rule_why
+    assert sgd.policy(params).lr_rule == "linear"
+    assert asked.policy(params).lr_rule == "linear"
+
+
+def test_a_twin_is_fp32_at_the_same_batch_size():
+    space = SearchSpace(
+        info_with("Adam"), SpaceOptions(dtypes=["float32", "bfloat16"]),
+        ["layer_dtypes", "batch_size"],
+    )  # fmt: skip
+    params = {p: "bfloat16" if p.startswith("dtype") else 64 for p in space.choices()}
+    twin = space.twin(params)
+    assert twin == {p: "float32" if p.startswith("dtype") else 64 for p in params}
+    assert space.twin(twin) is None

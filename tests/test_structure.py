@@ -102,3 +102,24 @@ def test_every_module_imports_alone():
             if done.returncode != 0
         }
     assert not failed
+
+
+def test_writing_tensorboard_runs_in_the_study_process_loads_no_tensorflow(tmp_path):
+    # TensorBoard's writer imports TensorFlow where it is installed, unless told not to.
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from precsearch.results.tensorboard_logs import _writer\n"
+        f"with _writer(Path({str(tmp_path)!r}) / 'run') as write:\n"
+        "    write('loss', 1.5, 32)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util.tensor_util import make_ndarray
+
+    events = EventAccumulator(str(tmp_path / "run"), size_guidance={"tensors": 0})
+    events.Reload()
+    points = [(e.step, float(make_ndarray(e.tensor_proto))) for e in events.Tensors("loss")]
+    assert points == [(32, 1.5)]

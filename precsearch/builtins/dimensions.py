@@ -31,6 +31,7 @@ class LayerDtypes(Dimension):
     """The dtype policy of groups of layers: ``dtype`` or ``dtype:<group>`` parameters."""
 
     name = "layer_dtypes"
+    precision = True
 
     def __init__(self, info: dict[str, Any], options: SpaceOptions, arg: str | None = None) -> None:
         super().__init__(info, options, arg)
@@ -87,6 +88,7 @@ class LossScaling(Dimension):
     """Loss-scale settings; only used by policies with some float16 layer."""
 
     name = "loss_scale"
+    precision = True
 
     def choices(self) -> dict[str, list[Any]]:
         if "float16" not in (self.options.dtypes or []):

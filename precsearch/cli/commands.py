@@ -68,8 +68,9 @@ def run_options(args: argparse.Namespace) -> Any:
         lr_rule=args.lr_rule,
         batch_size=args.batch_size,
         confirm_top=args.confirm,
-        rounds=args.rounds,
+        confirm_time=args.confirm_time,
         watchdog=args.watchdog,
+        keep_slow=args.keep_slow,
         dimensions=args.dimension,
         objectives=args.objective,
         exporters=args.export,
@@ -77,6 +78,7 @@ def run_options(args: argparse.Namespace) -> Any:
         heartbeat=args.heartbeat,
         gpu=args.gpu,
         strategy=args.strategy,
+        debug=args.debug,
     )
 
 
@@ -126,6 +128,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     model_file, options = worker_options(
         args.study, args.storage, args.out, args.trials, args.timeout, args.model_file, args.gpu
     )
+    options.debug = args.debug  # this process's, not the study's
     run = run_study(model_file, options)
     for note in run.notes:
         print(f"note: {note}")
@@ -141,8 +144,9 @@ def cmd_finish(args: argparse.Namespace) -> int:
 
     model_file, options = worker_options(
         args.study, args.storage, args.out, 0, None, args.model_file, args.gpu,
-        confirm_top=args.confirm, rounds=args.rounds,
+        confirm_top=args.confirm, confirm_time=args.confirm_time,
     )  # fmt: skip
+    options.debug = args.debug  # this process's, not the study's
     run = run_study(model_file, options)
     for note in run.notes:
         print(f"note: {note}")

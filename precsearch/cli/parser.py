@@ -57,6 +57,15 @@ def _shared_study(cmd: argparse.ArgumentParser, out_help: str) -> None:
     cmd.add_argument("--out", default="studies", help=out_help)
 
 
+DEBUG_HELP = "show the trial worker's output, TensorFlow's logs included, and an error's traceback"
+
+
+def _debug(cmd: argparse.ArgumentParser) -> None:
+    """``--debug`` after a command that starts workers, as well as before it."""
+    # SUPPRESS: a command that is not given it keeps the value from before the command.
+    cmd.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
     parser = _Parser(
@@ -65,7 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"precsearch {__version__}")
     parser.add_argument(
-        "--debug", action="store_true", help="show the traceback of an error (before COMMAND)"
+        "--debug",
+        action="store_true",
+        help="show the traceback of an error, and for run, worker and finish the trial "
+        "worker's output, TensorFlow's logs included",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     cmd = subparsers.add_parser(
@@ -93,7 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--steps", type=_positive_int, help="training steps per trial")
     cmd.add_argument("--tolerance", type=_positive_float, help="largest fidelity gap (bands)")
     cmd.add_argument("--sampler", choices=["tpe", "nsga2", "random", "grid"], default="tpe")
-    cmd.add_argument("--lr-rule", choices=["linear", "sqrt", "none"], default="linear")
+    cmd.add_argument(
+        "--lr-rule",
+        choices=["auto", "linear", "sqrt", "none"],
+        default="auto",
+        help="how the learning rate follows the batch size (default auto: square root for "
+        "Adam-family optimizers, linear for SGD)",
+    )
     cmd.add_argument("--batch-size", type=_positive_int, help="the model's own batch size")
     cmd.add_argument(
         "--in-process", action="store_true", help="run trials here (no crash isolation)"
@@ -118,12 +136,25 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument(
         "--confirm", type=_count, default=3, metavar="N", help="re-measure the top N (0: skip)"
     )
-    cmd.add_argument("--rounds", type=_positive_int, default=5, help="confirmation rounds")
+    cmd.add_argument(
+        "--confirm-time",
+        type=_positive_float,
+        default=60.0,
+        metavar="S",
+        help="most seconds of timed rounds for the selection, and again for the fresh "
+        "rounds (default 60; at least 5 rounds each)",
+    )
     cmd.add_argument(
         "--watchdog",
         type=_positive_float,
         metavar="X",
         help="stop a trial whose first step is X times slower than FP32's (default 5)",
+    )
+    cmd.add_argument(
+        "--keep-slow",
+        action="store_true",
+        help="train trials that are confidently slower than FP32 to the end of their budget "
+        "(to see how they train) instead of stopping them as too slow",
     )
     cmd.add_argument(
         "--dimension",
@@ -152,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[=ARG]",
         help="how MODEL_FILE is read (default model_file; see precsearch plugins)",
     )
+    _debug(cmd)
     cmd.set_defaults(func=commands.cmd_run)
 
     for name, text in (
@@ -184,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--trials", type=_positive_int, help="trials to run (default 16)")
     cmd.add_argument("--timeout", type=_positive_float, help="stop starting trials after SEC")
     cmd.add_argument("--gpu", type=_count, metavar="I", help="run trials on GPU I only")
+    _debug(cmd)
     cmd.set_defaults(func=commands.cmd_worker)
 
     cmd = subparsers.add_parser(
@@ -222,8 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _shared_study(cmd, "folder of study folders")
     cmd.add_argument("--confirm", type=_positive_int, default=3, metavar="N")
-    cmd.add_argument("--rounds", type=_positive_int, default=5, help="confirmation rounds")
+    cmd.add_argument(
+        "--confirm-time", type=_positive_float, default=60.0, metavar="S",
+        help="most seconds of timed rounds per phase (default 60)",
+    )  # fmt: skip
     cmd.add_argument("--gpu", type=_count, metavar="I", help="measure on GPU I only")
+    _debug(cmd)
     cmd.set_defaults(func=commands.cmd_finish)
 
     cmd = subparsers.add_parser("plugins", help="list installed plugins by kind")

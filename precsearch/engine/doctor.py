@@ -9,7 +9,10 @@ Before any trial is spent, :func:`diagnose` looks at
   float32; layer widths and channels that are not multiples of 8 (Tensor Cores want them);
 * one batch through the model in float32, bfloat16 and float16 (:func:`probe`): per layer
   the largest activation and gradient against float16's range (overflow above 65504,
-  gradients underflowing below ~6e-8) and any non-finite value in each dtype.
+  gradients underflowing below ~6e-8) and any non-finite value in each dtype;
+* the study's budget: the FP32 runs a study starts with, and which of their figures can
+  judge a candidate at that many steps (:func:`precsearch.engine.fidelity.assess`: a
+  validation accuracy at chance, a loss that saturates or barely falls cannot).
 
 Each finding comes with concrete advice; the result is also plain JSON.
 """
@@ -23,12 +26,14 @@ from precsearch.hardware import describe, fast_dtypes
 from precsearch.policy import Policy
 from precsearch.policy.layers import iter_layers
 from precsearch.policy.numerics import FLOAT16_MAX, FLOAT16_TINY, probe
+from precsearch.records import Budget
 
 __all__ = ["diagnose", "probe", "render"]
 
 
 def _benchmark(tf: Any, gpu: bool) -> dict[str, Any]:
-    """Seconds per n x n matmul in each dtype, timed interleaved (p10 of 15 each)."""
+    """Seconds per n x n matmul in each dtype, timed interleaved: the second fastest of 15
+    each (about the 7th percentile: index 1 of 0..14)."""
     n = 2048 if gpu else 512
     ops = {}
     for dtype in ("float32", "bfloat16", "float16"):
@@ -43,11 +48,11 @@ def _benchmark(tf: Any, gpu: bool) -> dict[str, Any]:
             t0 = time.perf_counter()
             _ = fn().numpy()
             times[dtype].append(time.perf_counter() - t0)
-    p10 = {d: sorted(t)[1] for d, t in times.items()}
+    second = {d: sorted(t)[1] for d, t in times.items()}
     return {
         "size": n,
-        "seconds": p10,
-        "vs_float32": {d: p10["float32"] / p10[d] for d in p10},
+        "seconds": second,
+        "vs_float32": {d: second["float32"] / second[d] for d in second},
     }
 
 
@@ -88,8 +93,25 @@ def _softmax_and_output(model: Any) -> list[dict[str, Any]]:
     return found
 
 
-def diagnose(problem: Any) -> dict[str, Any]:
-    """Every check of the module doc on one built :class:`~precsearch.engine.problem.Problem`."""
+def _judging(problem: Any, budget: Budget) -> dict[str, Any]:
+    """Which figures of the FP32 runs can judge at the budget, as a study would see them."""
+    from precsearch.engine.fidelity import assess, judging_note
+    from precsearch.engine.references import References
+
+    reference = References(problem).get(problem.baseline(), budget)
+    assessment = assess(reference)
+    return {
+        "steps": budget.steps,
+        "figures": assessment,
+        "note": judging_note(assessment, budget.steps),
+        "nothing": bool(assessment) and all(assessment.values()),
+    }
+
+
+def diagnose(problem: Any, budget: Budget | None = None) -> dict[str, Any]:
+    """Every check of the module doc on one built :class:`~precsearch.engine.problem.Problem`;
+    ``budget`` is the study's (default: the model file's ``steps``, else 120)."""
+    budget = budget or Budget(steps=int(problem.spec.config.get("steps") or Budget().steps))
     tf = problem.tf
     gpus = problem.info.gpus
     hardware = describe(gpus)
@@ -110,8 +132,19 @@ def diagnose(problem: Any) -> dict[str, Any]:
         "not_float32": _softmax_and_output(model),
         "widths": _widths(model, outputs),
         "probe": probes,
-        "advice": _advice(hardware, probes, _softmax_and_output(model), _widths(model, outputs)),
+        "judging": (judging := _judging(problem, budget)),
+        "advice": _advice(hardware, probes, _softmax_and_output(model), _widths(model, outputs))
+        + _judging_advice(judging),
     }
+
+
+def _judging_advice(judging: dict[str, Any]) -> list[str]:
+    if judging["nothing"]:
+        return [
+            f"nothing can judge a candidate at {judging['steps']} steps: "
+            f"{'; '.join(judging['figures'].values())}; a study would refuse: raise --steps"
+        ]
+    return [judging["note"]] if judging["note"] else []
 
 
 def _advice(hardware: dict, probes: dict, not_float32: list, widths: list) -> list[str]:
@@ -153,7 +186,7 @@ def _advice(hardware: dict, probes: dict, not_float32: list, widths: list) -> li
         bad = [r["layer"] for r in probes[dtype] if r["nonfinite"]]
         if bad:
             advice.append(f"{dtype} gives non-finite values first in {bad[0]}: keep it float32")
-    return advice or ["no known pitfall found"]
+    return advice
 
 
 def render(report: dict[str, Any]) -> str:
@@ -184,5 +217,14 @@ def render(report: dict[str, Any]) -> str:
             f"{row['layer'][:28]:<28} {row['class'][:18]:<18} {row['max_activation']:>14.3g} "
             f"{grad:>15}  {'  '.join(flags)}"
         )
-    lines += ["", "Advice:", *[f"- {a}" for a in report["advice"]]]
+    judging = report["judging"]
+    can = [name for name, why in judging["figures"].items() if not why]
+    lines += [
+        "",
+        f"At {judging['steps']} steps, FP32's runs can judge a candidate on: "
+        + (", ".join(can) or "nothing"),
+        "",
+        "Advice:",
+        *[f"- {a}" for a in report["advice"] or ["no known pitfall found"]],
+    ]
     return "\n".join(lines)

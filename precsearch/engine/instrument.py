@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +28,9 @@ __all__ = [
     "MIN_BLOCK_S",
     "Interleaved",
     "Timed",
+    "block_steps",
     "interleave",
+    "prepare",
     "step",
     "step_stats",
     "timed_rounds",
@@ -38,17 +39,20 @@ __all__ = [
 MIN_BLOCK_S = 0.25  # shortest timed block in a confirmation round
 
 
-def step(model: Any, iterator: Any) -> tuple[float, float]:
+def step(
+    model: Any, iterator: Any, clock: Callable[[], float] = time.perf_counter
+) -> tuple[float, float]:
     """One training step: (seconds, loss of this step).
 
     Metrics are reset before the timer starts so that ``loss`` is this step's, not a
-    running mean; reading it back waits for the step to finish.
+    running mean; reading it back waits for the step to finish. ``clock`` reads the
+    time in seconds.
     """
     model.reset_metrics()
-    t0 = time.perf_counter()
+    t0 = clock()
     logs = model.train_function(iterator)
     loss = float(logs["loss"])
-    return time.perf_counter() - t0, loss
+    return clock() - t0, loss
 
 
 def step_stats(times: list[float], batch_size: int, steps_per_call: int = 1) -> StepStats:
@@ -90,7 +94,7 @@ def interleave(
     *,
     block: int,
     sizes: tuple[int, int],
-    more: Callable[[int], bool],
+    more: Callable[[int, list[float]], bool],
     stopped: Callable[[], bool],
 ) -> Interleaved:
     """Alternate timed blocks of the reference and the candidate (ABBA order).
@@ -99,13 +103,14 @@ def interleave(
         reference_step, candidate_step: Run one step; return its seconds.
         block: Steps per block.
         sizes: The (reference, candidate) batch sizes, for samples/s.
-        more: Given the number of block pairs so far, whether to time another pair.
+        more: Given the number of block pairs so far and their ratios, whether to time
+            another pair.
         stopped: Whether the candidate has stopped (a non-finite loss); checked after
             every candidate step.
     """
     out = Interleaved()
     pairs = 0
-    while more(pairs) and not stopped():
+    while more(pairs, out.ratios) and not stopped():
         # ABBA order so that a drift in machine speed falls on both sides alike.
         reference_first = pairs % 2 == 0
         ref_block: list[float] = []
@@ -132,7 +137,8 @@ class Timed:
     """One configuration in :func:`timed_rounds`: a traced model and its data stream.
 
     ``context`` (a context-manager factory) wraps its steps: TensorFlow's graph rewrite
-    applies to the functions called while its option is on.
+    applies to the functions called while its option is on. ``steps`` is set by
+    :func:`prepare`.
     """
 
     label: str
@@ -143,32 +149,46 @@ class Timed:
     context: Callable[[], Any] = contextlib.nullcontext
 
 
+def block_steps(seconds: float, block: int) -> int:
+    """Calls in a timed block: at least ``block``, and at least :data:`MIN_BLOCK_S` of
+    calls that take ``seconds`` each (a few millisecond calls are too short a window on
+    a shared machine: FP32 against itself swung 0.8-1.25x that way)."""
+    return max(block, math.ceil(MIN_BLOCK_S / max(seconds, 1e-6)))
+
+
+def prepare(
+    config: Timed, block: int, warmup: int, clock: Callable[[], float] = time.perf_counter
+) -> Timed:
+    """Warm a configuration up and size its blocks (:func:`block_steps`) from the least
+    of three probe calls: a stall in the probe would shorten every block."""
+    with config.context():
+        for _ in range(warmup):
+            step(config.model, config.iterator, clock)
+        seconds = min(step(config.model, config.iterator, clock)[0] for _ in range(3))
+    config.steps = block_steps(seconds, block)
+    return config
+
+
 def timed_rounds(
-    configs: list[Timed], rounds: int, block: int, warmup: int, seed: int = 0
+    configs: list[Timed],
+    orders: list[list[str]],
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
     """Samples/s of each configuration in each round, the configurations interleaved.
 
-    Each configuration is warmed up, then gets blocks of at least ``block`` steps and
-    at least :data:`MIN_BLOCK_S` seconds (a few millisecond steps are too short a
-    window on a shared machine: FP32 against itself swung 0.8-1.25x that way). Each
-    round runs every configuration once in a freshly shuffled order, so that none
-    always follows the same one (what ran before leaves caches and data threads
-    behind), after one untimed step that lets that settle. A round's figure is the
+    Each round runs every configuration (each :func:`prepare`-d) once, in the round's
+    order from ``orders`` (a list of labels per round: random orders, so that none
+    always follows the same one; what ran before leaves caches and data threads
+    behind), after one untimed call that lets that settle. A round's figure is the
     samples of one call over the block's median call.
     """
-    for config in configs:
-        with config.context():
-            for _ in range(warmup):
-                step(config.model, config.iterator)
-            # The least of three probe steps: a stall in the probe would shorten every block.
-            seconds = min(step(config.model, config.iterator)[0] for _ in range(3))
-        config.steps = max(block, math.ceil(MIN_BLOCK_S / max(seconds, 1e-6)))
+    by_label = {config.label: config for config in configs}
     rates: dict[str, list[float]] = {config.label: [] for config in configs}
-    order = random.Random(seed)
-    for _ in range(rounds):
-        for config in order.sample(configs, len(configs)):
+    for order in orders:
+        for label in order:
+            config = by_label[label]
             with config.context():
-                step(config.model, config.iterator)
-                times = [step(config.model, config.iterator)[0] for _ in range(config.steps)]
-            rates[config.label].append(config.samples_per_call / median(times))
+                step(config.model, config.iterator, clock)
+                times = [step(config.model, config.iterator, clock)[0] for _ in range(config.steps)]
+            rates[label].append(config.samples_per_call / median(times))
     return rates

@@ -80,6 +80,8 @@ class Problem:
         self.batch_size = batch_size or int(spec.config.get("batch_size", 32))
         keras.utils.set_random_seed(0)
         model = self.build()
+        # Set on the model after compiling, it is in no compile config: seen here only.
+        self._eager_model = bool(getattr(model, "run_eagerly", False))
         self._compile_config = self._find_compile_config(model)
         self.train_examples, self.n_train = self._examples("train_data")
         self.val_examples, self.n_val = (None, 0)
@@ -228,7 +230,8 @@ class Problem:
                 "(precsearch batches itself)"
             )
         kwargs = self.compile_kwargs(user=True)
-        self.dropped_compile_args = ["run_eagerly"] if kwargs.get("run_eagerly") else []
+        eager = kwargs.get("run_eagerly") or self._eager_model
+        self.dropped_compile_args = ["run_eagerly"] if eager else []
         try:
             x, y = self.first_batch(2)
             model.compile(**kwargs)
@@ -266,7 +269,14 @@ class Problem:
             versions={"tensorflow": self.tf.__version__, "keras": self.keras.__version__},
             gpus=self._gpus(),
             dropped_compile_args=self.dropped_compile_args,
+            optimizer=self._optimizer_name(),
         )
+
+    def _optimizer_name(self) -> str:
+        """The class name of the user's optimizer (inside a loss-scale wrapper)."""
+        optimizer = self.keras.optimizers.get(self.compile_kwargs(user=True)["optimizer"])
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        return type(inner).__name__
 
     def _gpus(self) -> list[dict[str, Any]]:
         gpus = []

@@ -1,13 +1,16 @@
 """FP32 reference runs: the band of FP32 training that candidates are judged against.
 
 The user's own training (their batch size, XLA setting and steps per call) is trained in
-FP32 from the initial weights once per data-order seed (at least 3) for the budget's
-samples; the spread between seeds is the noise band of :mod:`precsearch.engine.fidelity`.
-A single run at a candidate's batch size and XLA setting serves the precision-only
-diagnostic. One traced model serves every seed (its weights and
-optimizer state are restored between runs), and the runs are cached in memory and, with
-a work folder, in a JSON file per model fingerprint, batch size, LR rule and step count,
-written atomically so that other workers reading the folder never see half a file.
+FP32 from the initial weights once per data-order seed 1..n (n at least 3) for the
+budget's samples; the spread between seeds is the noise of
+:mod:`precsearch.engine.fidelity`. Candidates train with seed 0, which none of these
+runs uses, so that each is judged as a draw held out from the runs that measure the
+noise. A single run with seed 0 at a candidate's batch size and XLA setting is its FP32
+twin: what precision alone changes. One traced model serves every seed (its weights and
+optimizer state are restored between runs), the validation figures at the initial
+weights are measured once, and the runs are cached in memory and, with a work folder,
+in a JSON file per model fingerprint, batch size, LR rule, step count and seeds, written
+atomically so that other workers reading the folder never see half a file.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,13 @@ from precsearch.files import write_text_atomic
 from precsearch.policy import Policy
 from precsearch.records import Budget, Reference
 
-__all__ = ["References"]
+__all__ = ["References", "noise_seeds"]
+
+
+def noise_seeds(budget: Budget) -> tuple[int, ...]:
+    """The data-order seeds of the runs that measure FP32's noise: 1 to
+    ``budget.ref_seeds`` (a candidate's own seed, 0, is held out)."""
+    return tuple(range(1, budget.ref_seeds + 1))
 
 
 class References:
@@ -51,38 +60,41 @@ class References:
         self.problem = problem
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self._keep = keep
-        self._cache: dict[tuple[int, str, bool, int], Reference] = {}
+        self._cache: dict[tuple[int, str, bool, int, tuple[int, ...]], Reference] = {}
+        self._initial: dict[str, Any] | None = None
 
-    def path(self, policy: Policy, calls: int) -> Path | None:
+    def path(self, policy: Policy, calls: int, seeds: Sequence[int]) -> Path | None:
         """The cache file of one reference (``None`` without a work folder, or for a
         model whose fingerprint could not be taken: nothing would notice its edits)."""
         if self.work_dir is None or not self.problem.spec.fingerprint:
             return None
         xla = "_xla" if policy.jit_compile else ""
         name = f"reference_{self.problem.spec.fingerprint}_bs{policy.batch_size}"
-        return self.work_dir / f"{name}_{policy.lr_rule}{xla}_{calls}.json"
+        which = "-".join(str(seed) for seed in seeds)
+        return self.work_dir / f"{name}_{policy.lr_rule}{xla}_{calls}_seeds{which}.json"
 
-    def get(self, policy: Policy, budget: Budget, seeds: int | None = None) -> Reference:
+    def get(self, policy: Policy, budget: Budget, seeds: Sequence[int] | None = None) -> Reference:
         """FP32 runs under ``policy``'s batch size, LR rule and XLA setting, for the
-        budget's samples, ``seeds`` of them (default ``budget.ref_seeds``); cached.
+        budget's samples, one per data-order seed in ``seeds`` (default 1 to
+        ``budget.ref_seeds``: the noise); cached.
 
         The user's own training is :meth:`Problem.baseline()
-        <precsearch.engine.problem.Problem.baseline>`: its runs are the band every trial is
-        judged against.
+        <precsearch.engine.problem.Problem.baseline>`: its runs are the noise every trial
+        is judged against.
         """
         problem = self.problem
         policy = problem.normalise(policy)
         if policy.batch_size == problem.batch_size:
             policy = dataclasses.replace(policy, lr_rule="none")  # every rule is a no-op
-        seeds = seeds or budget.ref_seeds
+        seeds = tuple(seeds) if seeds is not None else noise_seeds(budget)
         calls = budget.calls(policy.batch_size * problem.steps_per_execution,
                              problem.batch_size, timed=False)  # fmt: skip
-        key = (policy.batch_size, policy.lr_rule, policy.jit_compile, calls)
+        key = (policy.batch_size, policy.lr_rule, policy.jit_compile, calls, seeds)
         cached = self._cache.get(key)
-        path = self.path(policy, calls)
+        path = self.path(policy, calls, seeds)
         if cached is None and path is not None and path.exists():
             cached = Reference.from_dict(json.loads(path.read_text()))
-        if cached is not None and len(cached.curves) >= seeds:
+        if cached is not None:
             self._cache[key] = cached
             return cached
         ref = self._run(policy, calls, seeds)
@@ -91,16 +103,18 @@ class References:
             write_text_atomic(path, json.dumps(ref.to_dict()))
         return ref
 
-    def _run(self, policy: Policy, calls: int, seeds: int) -> Reference:
+    def _run(self, policy: Policy, calls: int, seeds: tuple[int, ...]) -> Reference:
         problem = self.problem
         batch_size = policy.batch_size
         t0 = time.perf_counter()
         curves, val_loss, val_metric, metric_name = [], [], [], None
         model = problem.model_for(policy, seed=0)
         optimizer_state = [v.numpy() for v in model.optimizer.variables]
+        if self._initial is None:  # the same initial weights under every policy
+            self._initial = problem.evaluate(model, problem.batch_size)
         iterator = None
-        for seed in range(seeds):
-            if seed:
+        for i, seed in enumerate(seeds):
+            if i:
                 problem.restore(model, optimizer_state)
             iterator = problem.iterator(batch_size, seed=seed)
             losses = []
@@ -132,4 +146,6 @@ class References:
             val_metric=val_metric,
             metric_name=metric_name,
             seconds=time.perf_counter() - t0,
+            seeds=list(seeds),
+            initial={k: v for k, v in self._initial.items() if k in ("loss", "metric")},
         )

@@ -20,16 +20,18 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from precsearch.engine.fidelity import assess, judging_note
 from precsearch.engine.instrument import step
 from precsearch.engine.memory import PeakMemory, release, rss_mb
 from precsearch.engine.peers import GraphRewrite
 from precsearch.engine.problem import Problem, import_tensorflow
 from precsearch.engine.references import References
 from precsearch.engine.trial import run_trial
-from precsearch.errors import TrialFailed
+from precsearch.errors import TrialFailed, UserInputError
 from precsearch.files import write_text_atomic
 from precsearch.policy import Policy
 from precsearch.records import (
@@ -92,6 +94,9 @@ class Runner:
                 self.work_dir / "model_info.json", json.dumps(self.info.to_dict(), indent=2)
             )
         self._timing: tuple[Any, Any] | None = None
+        # The confirmation's traced configurations, kept between its calls
+        # (precsearch.engine.measure).
+        self.timed_cache: dict[tuple[str, str, int], Any] = {}
         self.references = References(self.problem, self.work_dir, keep=self._keep)
 
     def _keep(self, model: Any, iterator: Any) -> None:
@@ -111,13 +116,32 @@ class Runner:
         return self._timing
 
     def reference(
-        self, policy: Policy | None = None, seeds: int | None = None, budget: Budget | None = None
+        self,
+        policy: Policy | None = None,
+        seeds: Sequence[int] | None = None,
+        budget: Budget | None = None,
     ) -> Reference:
-        """FP32 runs from the initial weights, one per data-order seed, for ``budget``'s
+        """FP32 runs from the initial weights, one per data-order seed (default the
+        noise's, :func:`~precsearch.engine.references.noise_seeds`), for ``budget``'s
         samples (default the runner's); cached. By default the user's own training,
-        whose runs are every trial's band."""
+        whose runs are the noise every trial is judged against."""
         policy = policy or self.problem.baseline()
         return self.references.get(policy, budget or self.budget, seeds)
+
+    def judging(self, reference: Reference) -> str:
+        """What cannot judge a candidate at this budget, in one line ("" when everything
+        can; :func:`~precsearch.engine.fidelity.assess`).
+
+        Raises:
+            UserInputError: Nothing can: no trial could be told from FP32.
+        """
+        assessment = assess(reference)
+        if assessment and all(assessment.values()):
+            raise UserInputError(
+                f"{self.spec.source}: nothing can judge a candidate at {reference.steps} "
+                f"steps: {'; '.join(assessment.values())}; raise --steps, or add val_data()"
+            )
+        return judging_note(assessment, reference.steps)
 
     def run_trial(
         self, policy: Policy, budget: Budget | None = None, peer: str | None = None
@@ -136,6 +160,7 @@ class Runner:
         memory = PeakMemory(problem.tf, gpu=bool(self.info.gpus))
         t0 = time.perf_counter()
         reference = self.reference(budget=budget)
+        judging = self.judging(reference)
         fp32 = self.timing_model()
         base = problem.baseline()
         same = None
@@ -146,7 +171,7 @@ class Runner:
                 base_batch_size=problem.batch_size,
                 jit_compile=policy.jit_compile,
             )
-            same = self.reference(config, seeds=1, budget=budget)
+            same = self.reference(config, seeds=(0,), budget=budget)  # the candidate's twin
         spent = time.perf_counter() - t0
         result = run_trial(
             problem, policy, budget, self.fidelity, reference, fp32, memory, same,
@@ -158,6 +183,8 @@ class Runner:
             # to the bit. (Against XLA FP32 runs the numbers differ anyway: not known.)
             first = reference.curves[0][0] if reference.curves[0] else None
             result.numerics["rewrite_applied"] = result.curve["loss"][0] != first
+        if judging:
+            result.numerics["judging"] = judging
         result.timings["reference"] = spent
         result.timings["total"] += spent
         release()  # the candidate is gone; its memory goes back before the next trial

@@ -82,7 +82,7 @@ def _command(runner: Any, message: dict[str, Any]) -> dict[str, Any]:
         from precsearch.engine.measure import measure
 
         configs = [(label, Policy.from_dict(p) if p else None) for label, p in message["configs"]]
-        return {"value": measure(runner, configs, message["rounds"], message["block"]).to_dict()}
+        return {"value": measure(runner, configs, message["orders"], message["block"]).to_dict()}
     if cmd == "export":
         policy = Policy.from_dict(message["policy"])
         return {"value": runner.export(policy, message["exporters"], message["directory"])}

@@ -8,17 +8,20 @@ their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
    recompiles;
 2. traces it (first call), and stops at once if the first call after tracing costs more
    than ``budget.watchdog`` times the FP32 call per sample (``too_slow``);
-3. trains it on the budget's samples (as many calls as its batch size needs, at least
-   enough for one timed block) from the same data order as the FP32 training, its first
-   blocks of calls alternating with blocks of the already traced FP32 model
-   (:func:`precsearch.engine.instrument.interleave`), every call timed;
-4. estimates each side's cost as the p10 of its call times, with the median, min, max
-   and count beside it, and the per-block ratios as the spread;
-5. records the loss per call by samples seen, the dynamic loss scale and skipped steps,
-   stops at the first non-finite loss, evaluates validation data once the budget's
-   samples are seen, and judges the candidate against the FP32 training *at equal
-   samples* (:func:`precsearch.engine.fidelity.judge`), with the time each needs to reach
-   FP32's final loss and, when the batch size or XLA differ, the precision-only gap;
+3. times it against the already traced FP32 model in alternating blocks of calls, each
+   at least :data:`~precsearch.engine.instrument.MIN_BLOCK_S` long
+   (:func:`precsearch.engine.instrument.interleave`), the candidate training on from the
+   same data order as the FP32 runs: the speedup is the geometric mean of the pairs'
+   ratios, with its bootstrap interval, the estimator of the confirmation. Once three
+   pairs show it confidently slower than FP32 (the interval's top under 1), it stops
+   (``too_slow``; not the FP32 baseline, nor with ``budget.stop_slow`` off); blocks are
+   added until the interval is ±3% or ``budget.max_blocks``;
+4. trains on to the budget's samples, evaluating validation data there, and on up to
+   1.5x the budget while its smoothed loss has not reached FP32's quality target;
+5. judges it against the FP32 runs *at equal samples* (:func:`precsearch.engine.fidelity.judge`:
+   one-sided, worse beyond the noise), with the time each side needs to reach FP32's
+   quality and, when the batch size or XLA differ, what precision alone changes (its
+   FP32 twin, judged too);
 6. after training, outside the timed steps, records the gradient's norm on one batch
    (global and per layer), for TensorBoard.
 """
@@ -31,16 +34,132 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from precsearch.engine.fidelity import judge, precision_gap, time_to_quality
-from precsearch.engine.instrument import interleave, step, step_stats
+from precsearch.engine.fidelity import (
+    TTQ_REACH,
+    better_note,
+    crossing,
+    judge,
+    judge_twin,
+    precision_gap,
+    quality_target,
+    smoothed,
+    time_to_quality,
+)
+from precsearch.engine.instrument import block_steps, interleave, step, step_stats
 from precsearch.engine.memory import PeakMemory
 from precsearch.engine.problem import Problem
 from precsearch.policy import Policy
 from precsearch.policy.layers import scalar
 from precsearch.records import Budget, Fidelity, Reference, TrialResult
-from precsearch.stats import median
+from precsearch.stats import HALF_WIDTH, half_width, log_figures
 
-__all__ = ["run_trial"]
+__all__ = ["MIN_PAIRS", "run_trial"]
+
+MIN_PAIRS = 3  # block pairs timed before a trial may stop as too slow
+
+
+class _Candidate:
+    """A candidate model being trained: its calls, losses, loss scale and validation."""
+
+    def __init__(
+        self, problem: Problem, model: Any, batch_size: int, end: int, context: Callable
+    ) -> None:
+        self.problem, self.model, self.batch_size = problem, model, batch_size
+        self.iterator = problem.iterator(batch_size, seed=0)
+        self.per_call = batch_size * problem.steps_per_execution
+        self.end, self.context = end, context
+        keras = problem.keras
+        self.lso = isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+        self.losses: list[float] = []
+        self.scales: list[float] = []
+        self.skipped = 0
+        self.nonfinite_step: int | None = None
+        self.val: dict[str, Any] = {}
+        self.evaluated_at: int | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.nonfinite_step is not None
+
+    def step(self) -> float:
+        """One timed call; the loss and loss scale are recorded, and validation runs
+        once the budget's samples are seen (outside the timed call)."""
+        optimizer = self.model.optimizer
+        before = scalar(optimizer.dynamic_scale) if self.lso else None
+        with self.context():
+            seconds, loss = step(self.model, self.iterator)
+        self.losses.append(loss)
+        if self.lso:
+            after = scalar(optimizer.dynamic_scale)
+            self.scales.append(after)
+            if before is not None and after < before:
+                self.skipped += 1
+        if not math.isfinite(loss) and not self.stopped:
+            self.nonfinite_step = len(self.losses)
+        elif len(self.losses) * self.per_call >= self.end and self.evaluated_at is None:
+            # Validation at equal samples, as the FP32 runs were.
+            self.val = self.problem.evaluate(self.model, self.batch_size)
+            self.evaluated_at = len(self.losses) * self.per_call
+        return seconds
+
+    def samples(self) -> list[int]:
+        return [self.per_call * (i + 1) for i in range(len(self.losses))]
+
+
+def _time_blocks(
+    candidate: _Candidate, fp32: tuple[Any, Any], own_per_call: int, budget: Budget,
+    may_stop: bool,
+) -> tuple[Any, bool]:  # fmt: skip
+    """Interleaved blocks of FP32 and the candidate; whether it stopped as too slow."""
+    fp32_model, fp32_iter = fp32
+    probe = min(step(fp32_model, fp32_iter)[0] for _ in range(3))
+    cand_probe = min(candidate.step() for _ in range(2))
+    block = max(block_steps(probe, budget.block), block_steps(cand_probe, budget.block))
+    verdict = {"slow": False}
+
+    def more(pairs: int, ratios: list[float]) -> bool:
+        if pairs < MIN_PAIRS:
+            return True
+        figures = log_figures([math.log(r) for r in ratios])
+        if may_stop and figures["high"] < 1:
+            verdict["slow"] = True
+            return False
+        precise = half_width(figures) <= HALF_WIDTH
+        return not precise and (budget.max_blocks is None or pairs < budget.max_blocks)
+
+    blocks = interleave(
+        lambda: step(fp32_model, fp32_iter)[0],
+        candidate.step,
+        block=block,
+        sizes=(own_per_call, candidate.per_call),
+        more=more,
+        stopped=lambda: candidate.stopped,
+    )
+    return blocks, verdict["slow"]
+
+
+def _train_on(candidate: _Candidate, calls: int, reference: Reference) -> None:
+    """Train to the budget's calls, then on (up to 1.5x the budget) while the smoothed
+    loss has not reached FP32's quality target (the worst FP32 run's final smoothed
+    loss), so that the time to quality is measured rather than censored."""
+    while len(candidate.losses) < calls and not candidate.stopped:
+        candidate.step()
+    target = quality_target(reference)
+    if target is None:
+        return
+    width = reference.span() / 4
+    limit = math.ceil(TTQ_REACH * calls)
+    while len(candidate.losses) < limit and not candidate.stopped:
+        samples = candidate.samples()
+        if crossing(samples, smoothed(samples, candidate.losses, width), target) is not None:
+            return
+        candidate.step()
+
+
+def _low(policy: Policy) -> bool:
+    """Whether any rule of ``policy`` asks for a low-precision dtype."""
+    return any(d != "float32" for d in (policy.default, *policy.types.values(),
+                                         *policy.layers.values()))  # fmt: skip
 
 
 def run_trial(
@@ -62,95 +181,64 @@ def run_trial(
         policy: The candidate, its batch sizes filled in (:meth:`Problem.normalise`).
         budget: Samples (as steps at the user's batch size), warm-up, blocks, watchdog.
         fidelity: What counts as training like FP32.
-        reference: The user's FP32 training, one run per seed: the band.
+        reference: The user's FP32 training, one run per data-order seed: the noise.
         fp32: A traced FP32 model of the user's training and its data stream: the side
             every candidate is timed against.
         memory: The trial's peak-memory mark (set before its references ran).
-        same: One FP32 run at the candidate's batch size and XLA setting, when those
-            differ from the user's: the precision-only diagnostic.
+        same: One FP32 run at the candidate's batch size and XLA setting (seed 0, as
+            the candidate), when those differ from the user's: its FP32 twin.
         context: Wraps every candidate call (TensorFlow's graph rewrite is a setting
             that applies to the functions called while it is on).
         build: Makes the candidate's model (default :meth:`Problem.model_for`).
     """
-    keras = problem.keras
     t_start = time.perf_counter()
     batch_size = policy.batch_size or problem.batch_size
-    per_call = batch_size * problem.steps_per_execution
     own_per_call = problem.batch_size * problem.steps_per_execution
-    end = reference.span()
-    calls = budget.calls(per_call, problem.batch_size)
     result = TrialResult(policy=policy.to_dict())
     timings = result.timings
     result.memory_kind = memory.kind
-    fp32_model, fp32_iter = fp32
 
     t0 = time.perf_counter()
     model = (build or problem.model_for)(policy, seed=0)
-    iterator = problem.iterator(batch_size, seed=0)
+    cand = _Candidate(problem, model, batch_size, reference.span(), context)
     timings["build"] = time.perf_counter() - t0
-
-    optimizer = model.optimizer
-    lso = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-    losses: list[float] = []
-    scales: list[float] = []
-    numerics: dict[str, Any] = {"nonfinite_step": None}
-    result.numerics = numerics
-    skipped = 0
-
-    def stopped() -> bool:
-        return numerics["nonfinite_step"] is not None
-
-    def candidate_step() -> float:
-        nonlocal skipped
-        before = scalar(optimizer.dynamic_scale) if lso else None
-        with context():
-            seconds, loss = step(model, iterator)
-        losses.append(loss)
-        if lso:
-            after = scalar(optimizer.dynamic_scale)
-            scales.append(after)
-            if before is not None and after < before:
-                skipped += 1
-        if not math.isfinite(loss) and not stopped():
-            numerics["nonfinite_step"] = len(losses)
-        elif len(losses) * per_call >= end and "evaluated_at" not in numerics:
-            # Validation at equal samples, as the FP32 runs were: a candidate that needs
-            # more calls to be timed trains on after it, untimed by this.
-            result.val = problem.evaluate(model, batch_size)
-            numerics["evaluated_at"] = len(losses) * per_call
-        return seconds
 
     def finish(status: str, reason: str) -> TrialResult:
         result.status, result.reason = status, reason
-        result.curve = {
-            "batch_size": batch_size,
-            "samples": [per_call * (i + 1) for i in range(len(losses))],
-            "loss": losses,
-        }
-        if lso:
-            numerics["loss_scale"] = scales
-            numerics["min_loss_scale"] = min(scales) if scales else None
-        numerics["skipped_steps"] = skipped
-        numerics["skipped_share"] = skipped / max(1, len(losses))
+        # What is judged: the budget, and up to 1.5x it for the time to quality (timed
+        # blocks of a fast model can train far past both).
+        kept = sum(1 for s in cand.samples() if s <= TTQ_REACH * cand.end) or len(cand.losses)
+        result.curve = {"batch_size": batch_size, "samples": cand.samples()[:kept],
+                        "loss": cand.losses[:kept]}  # fmt: skip
+        result.val = cand.val
+        numerics = result.numerics
+        numerics["nonfinite_step"] = cand.nonfinite_step
+        if cand.evaluated_at is not None:
+            numerics["evaluated_at"] = cand.evaluated_at
+        if cand.lso:
+            numerics["loss_scale"] = cand.scales[:kept]  # one per point of the curve
+            numerics["min_loss_scale"] = min(cand.scales) if cand.scales else None
+        numerics["skipped_steps"] = cand.skipped
+        numerics["skipped_share"] = cand.skipped / max(1, len(cand.losses))
         result.peak_memory_mb = memory.mb()
         timings["total"] = time.perf_counter() - t_start
         return result
 
     def nonfinite() -> TrialResult:
-        return finish("infeasible", f"non-finite loss at step {numerics['nonfinite_step']}")
+        return finish("infeasible", f"non-finite loss at step {cand.nonfinite_step}")
 
     t0 = time.perf_counter()
-    candidate_step()
+    cand.step()
     timings["trace"] = time.perf_counter() - t0
-    if stopped():
+    if cand.stopped:
         return nonfinite()
 
     # Watchdog: the first call after tracing, per sample, against FP32 measured now.
     t0 = time.perf_counter()
-    fp32_now = min(step(fp32_model, fp32_iter)[0] for _ in range(2))
-    first = candidate_step()
-    slowdown = (first / per_call) / (fp32_now / own_per_call)
-    numerics["watchdog_slowdown"] = slowdown
+    fp32_now = min(step(*fp32)[0] for _ in range(2))
+    first = cand.step()
+    slowdown = (first / cand.per_call) / (fp32_now / own_per_call)
+    result.numerics["watchdog_slowdown"] = slowdown
     if slowdown > budget.watchdog:
         timings["warmup"] = time.perf_counter() - t0
         return finish(
@@ -159,57 +247,58 @@ def run_trial(
             f"({first * 1e3:.1f} ms vs {fp32_now * 1e3:.1f} ms; watchdog {budget.watchdog:g}x)",
         )
     for _ in range(budget.warmup):
-        if stopped():
+        if cand.stopped:
             break
-        candidate_step()
+        cand.step()
     timings["warmup"] = time.perf_counter() - t0
+    if cand.stopped:
+        return nonfinite()
 
     t0 = time.perf_counter()
-    blocks = interleave(
-        lambda: step(fp32_model, fp32_iter)[0],
-        candidate_step,
-        block=budget.block,
-        sizes=(own_per_call, per_call),
-        more=lambda pairs: (
-            len(losses) + budget.block <= calls
-            and (budget.max_blocks is None or pairs < budget.max_blocks)
-        ),
-        stopped=stopped,
-    )
+    own = (policy.batch_size, policy.jit_compile) == (problem.batch_size, problem.jit_compile)
+    baseline = build is None and own and not _low(policy)
+    may_stop = budget.stop_slow and not baseline
+    blocks, slow = _time_blocks(cand, fp32, own_per_call, budget, may_stop)
     timings["measured"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    while len(losses) < calls and not stopped():
-        candidate_step()
-    timings["train"] = time.perf_counter() - t0
-
     k = problem.steps_per_execution
     result.step_times = {"fp32": blocks.reference, "candidate": blocks.candidate}
     if blocks.reference and blocks.candidate:
         result.fp32 = step_stats(blocks.reference, problem.batch_size, k)
         result.candidate = step_stats(blocks.candidate, batch_size, k)
-        result.speedup = result.candidate.samples_per_s / result.fp32.samples_per_s
     if blocks.ratios:
-        result.block_ratios = {
-            "median": median(blocks.ratios),
-            "min": min(blocks.ratios),
-            "max": max(blocks.ratios),
-            "n": len(blocks.ratios),
-        }
-    if stopped():
+        figures = log_figures([math.log(r) for r in blocks.ratios])
+        result.block_ratios = figures
+        result.speedup = figures["estimate"]
+    if cand.stopped:
+        return nonfinite()
+    if slow:
+        return finish(
+            "too_slow",
+            f"confidently slower than FP32 after {len(blocks.ratios)} block pairs: "
+            f"{result.block_ratios['estimate']:.2f}x ({result.block_ratios['low']:.2f}-"
+            f"{result.block_ratios['high']:.2f})",
+        )
+
+    t0 = time.perf_counter()
+    _train_on(cand, budget.calls(cand.per_call, problem.batch_size), reference)
+    timings["train"] = time.perf_counter() - t0
+    if cand.stopped:
         return nonfinite()
 
     t0 = time.perf_counter()
-    if "evaluated_at" not in numerics:
-        result.val = problem.evaluate(model, batch_size)
+    if cand.evaluated_at is None:
+        cand.val = problem.evaluate(model, batch_size)
     if problem.strategy is None:  # one batch, eagerly: replicas would need a run() each
         result.gradient_norms = problem.gradient_norms(model, batch_size)
     timings["evaluate"] = time.perf_counter() - t0
     finish("ok", "")
-    status, reason, gap = judge(result, reference, fidelity)
-    result.status, result.reason = status, reason
+    status, reason, gap, gaps = judge(result, reference, fidelity)
+    result.status, result.reason = status, reason or better_note(gaps)
     result.fidelity_gap = gap if math.isfinite(gap) else None
+    result.numerics["gaps"] = gaps
     result.time_to_quality = time_to_quality(result, reference)
+    result.time_to_quality["trace_s"] = timings["trace"]
     if same is not None:
         result.precision_gap = precision_gap(result, same, reference, fidelity)
+        result.twin = judge_twin(same, reference, fidelity)
     return result

@@ -26,6 +26,9 @@ class Dimension(abc.ABC):
     """
 
     name: ClassVar[str]
+    #: Whether the parameters only choose how precisely to compute (dtypes, loss
+    #: scaling): a trial's FP32 twin sets them to :meth:`baseline` ``("float32")``.
+    precision: ClassVar[bool] = False
 
     def __init__(self, info: dict[str, Any], options: SpaceOptions, arg: str | None = None) -> None:
         self.info = info

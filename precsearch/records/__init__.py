@@ -5,10 +5,12 @@ shared by the engine and by plugins, so a plugin author imports this module and
 :mod:`precsearch.plugins` and nothing else. It imports nothing of precsearch's but
 :mod:`precsearch.errors`.
 
-Records that are stored (in a study's storage or a cache file) carry a ``"record"``
-format tag, and reading one ignores keys it does not know, so that a study written by a
-newer precsearch still loads. A policy file (:mod:`precsearch.policy`) is the exception:
-it is written by people, so an unknown key there is a typo and an error.
+The records stored on their own (``ModelInfo``, ``Reference`` and ``Confirmation``, in a
+study's storage or a cache file) carry a ``"record"`` format tag; a ``TrialResult``, stored
+in its trial's attributes, has none. Reading any of them ignores keys it does not know, so
+that a study written by a newer precsearch still loads. A policy file
+(:mod:`precsearch.policy`) is the exception: it is written by people, so an unknown key
+there is a typo and an error.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from precsearch.records.model import (
     ModelSpec,
     SpaceOptions,
     parse_dtypes,
+    resolve_lr_rule,
 )
 from precsearch.records.results import (
     Budget,
@@ -52,4 +55,5 @@ __all__ = [
     "downsample",
     "json_safe",
     "parse_dtypes",
+    "resolve_lr_rule",
 ]

@@ -21,10 +21,12 @@ class Measurement:
         rates: Label (``fp32``, ``null``, ``c0``...) to samples/s, one figure per
             round: the examples of one call over the median call of its block.
         steps: Label to the calls in each of its timed blocks.
+        orders: The order the labels ran in, per round.
     """
 
     rates: dict[str, list[float]]
     steps: dict[str, int] = field(default_factory=dict)
+    orders: list[list[str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
@@ -39,58 +41,70 @@ class Measurement:
 @dataclass
 class Confirmation:
     """The confirmation's record: what was re-measured, what was chosen, and how fast
-    the answer is, from rounds measured after the choice.
+    the answer is, from rounds measured after the choice
+    (:mod:`precsearch.study.confirm`).
 
-    Stored as the study's ``confirmation`` user attr. Every ratio is a spread
-    ``{median, min, max, rounds}`` of samples/s ratios within rounds.
+    Stored as the study's ``confirmation`` user attr. Every ratio is the figures of
+    :func:`precsearch.stats.ratio_figures`: ``{estimate, low, high, confidence, median,
+    min, max, rounds}`` of per-round paired samples/s ratios.
 
     Attributes:
-        rounds, block: How it was measured (block: least calls per timed block).
-        candidates: ``{trial, samples_per_s, speedup_vs_fp32}`` per candidate, from the
-            selection rounds (what the choice was made on).
+        rounds: ``{"selection": n, "fresh": m}``: rounds measured in each phase.
+        block: Least calls per timed block.
+        seed: The seed of the round orders.
+        candidates: Per candidate of the selection: ``trial``, ``label``,
+            ``speedup_vs_fp32``, ``lower`` and ``upper`` (one-sided bounds, corrected for
+            the number of candidates), ``wins``.
         fp32_trial: The FP32 baseline trial's number.
-        bar: The median a candidate had to beat in the selection: 1, or what a second
-            copy of FP32 reached there against FP32 (the instrument's error), whichever
-            is more.
-        best_trial: The chosen trial (the FP32 baseline trial when nothing beat FP32).
+        bar: The A/A error (a ratio ≥ 1) a candidate's lower bound had to clear.
+        best_trial: The answer's trial (the FP32 baseline trial when FP32 is the answer;
+            the winner's, when its FP32 twin replaced it without a trial of its own).
         best_is_fp32: Whether the answer is the user's own FP32 training.
-        best: The answer in fresh rounds: ``speedup_vs_fp32`` (for FP32 the copy's
-            figures: what "1x" measures as here), ``speedup_vs_global_mixed``,
-            ``time_to_quality`` (the wall time to FP32's final loss, FP32's over the
-            answer's), ``precision`` and ``config`` (the speedup split into what low
-            precision adds at the answer's batch size and XLA setting, and what those
-            add to FP32), ``batch_size`` and ``jit_compile``.
+        best_policy: The answer's policy (JSON form).
+        best: The answer in fresh rounds: ``answer`` (``fp32``, ``winner`` or ``twin``),
+            ``speedup_vs_fp32`` (for FP32 the copy's figures: what "1x" measures as
+            here), ``speedup_vs_global_mixed``, ``precision`` and ``config`` (the speedup
+            split into what low precision adds at the answer's batch size and XLA
+            setting, and what those add to FP32), ``repeated`` (whether the winner
+            repeated), ``instrument_error``, ``batch_size`` and ``jit_compile``.
         null_vs_fp32: The FP32 copy against FP32 in the fresh rounds.
         peers: Per peer (``global``: one global mixed policy with a float32 output;
             ``graph_rewrite``: TensorFlow's own): ``{vs_fp32, status, reason, trial}``;
             a peer that did not train like FP32 has ``status`` "infeasible" and no
             ratio.
-        fp32_samples_per_s: FP32's median samples/s in the fresh rounds.
+        fp32_samples_per_s: FP32's samples/s in the fresh rounds (geometric mean).
         verdict: The answer in one sentence.
+        confidence: The level of the intervals shown.
+        measured: The raw rounds, ``{"selection": Measurement, "fresh": Measurement}``
+            as JSON: every figure can be recomputed from them.
     """
 
-    rounds: int
+    rounds: dict[str, int]
     block: int
+    seed: int
     candidates: list[dict[str, Any]]
     fp32_trial: int
     bar: float
     best_trial: int
     best_is_fp32: bool
+    best_policy: dict[str, Any]
     best: dict[str, Any]
     null_vs_fp32: dict[str, float]
     peers: dict[str, dict[str, Any]]
     fp32_samples_per_s: float
     verdict: str
+    confidence: float = 0.95
+    measured: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"record": "precsearch.confirmation/2", **json_safe(asdict(self))}
+        return {"record": "precsearch.confirmation/3", **json_safe(asdict(self))}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Confirmation | None:
         """Inverse of :meth:`to_dict`; ``None`` for a study not confirmed yet (or
         confirmed by a precsearch before this record's version: confirm it again)."""
-        if not data or data.get("record") != "precsearch.confirmation/2":
+        if not data or data.get("record") != "precsearch.confirmation/3":
             return None
         return cls(**known_fields(cls, data))
 

@@ -13,6 +13,7 @@ __all__ = [
     "GROUP_BY",
     "LR_RULES",
     "SHORT_DTYPES",
+    "resolve_lr_rule",
     "ModelInfo",
     "ModelSpec",
     "SpaceOptions",
@@ -22,6 +23,20 @@ __all__ = [
 SHORT_DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 GROUP_BY = ("global", "type", "block", "layer")
 LR_RULES = ("none", "linear", "sqrt")
+# Optimizers that adapt their step per parameter: their learning rate follows the
+# square root of the batch size (Malladi et al., NeurIPS 2022); plain SGD follows it
+# linearly (Goyal et al., 2017).
+ADAPTIVE_OPTIMIZERS = ("Adam", "AdamW", "Adamax", "Nadam", "Lion", "Adafactor", "RMSprop",
+                       "Adagrad", "Adadelta", "Lamb", "Muon")  # fmt: skip
+
+
+def resolve_lr_rule(rule: str, optimizer: str | None) -> tuple[str, str]:
+    """``(rule, why)``: ``auto`` resolved for the user's optimizer class name."""
+    if rule != "auto":
+        return rule, "as asked (--lr-rule)"
+    if optimizer in ADAPTIVE_OPTIMIZERS:
+        return "sqrt", f"square-root scaling for {optimizer}, an adaptive optimizer"
+    return "linear", f"linear scaling for {optimizer or 'an unknown optimizer'}"
 
 
 def parse_dtypes(text: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -78,7 +93,9 @@ class ModelInfo:
         versions: TensorFlow and Keras versions.
         gpus: ``{name, compute_capability}`` per visible GPU.
         dropped_compile_args: The user's compile arguments precsearch does not keep
-            (``run_eagerly``: steps are traced and timed as graphs).
+            (``run_eagerly``, also set on the model itself: steps are traced and timed
+            as graphs); :meth:`notes` says so.
+        optimizer: The class name of the user's optimizer (for the LR rule).
     """
 
     source: str
@@ -97,6 +114,18 @@ class ModelInfo:
     versions: dict[str, str] = field(default_factory=dict)
     gpus: list[dict[str, Any]] = field(default_factory=list)
     dropped_compile_args: list[str] = field(default_factory=list)
+    optimizer: str = ""
+
+    def notes(self) -> list[str]:
+        """What precsearch changed about the user's training, for people (the run's
+        output and the policy's manifest)."""
+        if "run_eagerly" in self.dropped_compile_args:
+            return [
+                "run_eagerly=True in your training is ignored: precsearch trains and times "
+                "every step as a traced graph (eager steps are no measure of a policy's "
+                "speed), so every figure here is for graph execution"
+            ]
+        return []
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, which is also what dimension plugins receive as ``info``."""
@@ -118,7 +147,9 @@ class SpaceOptions:
         dtypes: Short dtype names to offer, float32 first; ``None`` offers float32 plus
             what this hardware runs fast (see :mod:`precsearch.hardware`).
         include_output: Search the output layer's dtype too (default: keep float32).
-        lr_rule: How the learning rate follows the batch size.
+        lr_rule: How the learning rate follows the batch size: ``auto`` (the rule a
+            user of the model's optimizer would use: :func:`resolve_lr_rule`) or one of
+            :data:`LR_RULES`.
         batch_sizes: Candidate batch sizes; ``None`` picks some around the model's own.
         notes: What the space wants a person to know (filled while it is built).
     """
@@ -126,7 +157,7 @@ class SpaceOptions:
     group_by: str = "type"
     dtypes: list[str] | None = None
     include_output: bool = False
-    lr_rule: str = "linear"
+    lr_rule: str = "auto"
     batch_sizes: list[int] | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -135,9 +166,9 @@ class SpaceOptions:
             raise UserInputError(
                 f"--group-by {self.group_by!r}: expected one of {', '.join(GROUP_BY)}"
             )
-        if self.lr_rule not in LR_RULES:
+        if self.lr_rule not in ("auto", *LR_RULES):
             raise UserInputError(
-                f"--lr-rule {self.lr_rule!r}: expected one of {', '.join(LR_RULES)}"
+                f"--lr-rule {self.lr_rule!r}: expected one of auto, {', '.join(LR_RULES)}"
             )
         if self.dtypes is not None:
             self.dtypes = parse_dtypes(self.dtypes)

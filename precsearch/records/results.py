@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,22 +32,26 @@ class Budget:
     Args:
         steps: Training steps at the user's own batch size: the budget in samples.
         warmup: Candidate calls after tracing that are not timed.
-        block: Calls in one timing block; FP32 and candidate blocks alternate. A
-            candidate trains at least ``warmup + 2 + block`` calls, so that one block
-            is timed whatever its batch size.
-        max_blocks: Most FP32 blocks interleaved per trial (the candidate trains on,
-            untimed, after that); ``None`` interleaves for the whole budget.
+        block: Least calls in one timing block (blocks also last at least 0.25 s);
+            FP32 and candidate blocks alternate, at least three pairs of them, the
+            candidate training on past the budget where its blocks need the calls.
+        max_blocks: Most pairs of blocks per trial, fewer once the speedup is known to
+            ±3% (the candidate trains on, untimed, after that); ``None``: no limit.
         ref_seeds: FP32 reference runs (data-order seeds) per batch size, at least 3.
         watchdog: Stop when the first step after tracing costs more than this many
             times the FP32 step (per sample).
+        stop_slow: Stop a trial once three pairs of blocks show it confidently slower
+            than FP32 (its speedup's 95% interval wholly under 1), before it trains the
+            rest of its budget; off to learn how slow policies train (``--keep-slow``).
     """
 
     steps: int = 120
     warmup: int = 3
     block: int = 5
-    max_blocks: int | None = 12
+    max_blocks: int | None = 8
     ref_seeds: int = 3
     watchdog: float = 5.0
+    stop_slow: bool = True
 
     def __post_init__(self) -> None:
         for name in ("steps", "block", "ref_seeds"):
@@ -83,23 +88,23 @@ class Fidelity:
     """How closely a candidate must follow FP32 (see :mod:`precsearch.engine.fidelity`).
 
     Args:
-        tolerance: Largest feasible gap, in units of the FP32 band.
-        rel_floor: The band is at least this share of the FP32 value, so that a tiny
-            band between seeds does not make everything infeasible.
-        metric_abs: If set, the validation metric must be within this of FP32's mean.
-        metric_rel: If set, ... within this share of FP32's mean.
+        tolerance: Largest feasible gap, in noise units (1: a candidate may be as far
+            worse as one more FP32 run would be, at level ``alpha``).
+        alpha: How often an FP32 run, judged as a candidate, may be called worse (the
+            one-sided level of the noise unit, over all figures together).
+        floor: The unit of a loss is at least this share of how much FP32's loss fell
+            over the budget (the learning signal), so that seeds which happen to agree
+            do not make everything infeasible.
+        metric_floor: The unit of a validation metric in [0, 1] is at least this (half
+            an accuracy point).
         max_skipped: Largest share of steps skipped for overflow (dynamic loss scale).
     """
 
     tolerance: float = 1.0
-    rel_floor: float = 0.02
-    metric_abs: float | None = None
-    metric_rel: float | None = None
+    alpha: float = 0.05
+    floor: float = 0.02
+    metric_floor: float = 0.005
     max_skipped: float = 0.2
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return asdict(self)
 
 
 @dataclass
@@ -128,6 +133,12 @@ def _pick(values: list[Any], max_points: int) -> list[Any]:
     return [values[round(i * step)] for i in range(max_points)]
 
 
+def _nan_for_none(losses: list[float | None]) -> list[float]:
+    # JSON writes a non-finite loss as null: read it back as the NaN it was, so that a
+    # stored curve sums and compares like the one measured.
+    return [math.nan if loss is None else loss for loss in losses]
+
+
 def downsample(curve: dict[str, Any], max_points: int) -> dict[str, Any]:
     """A curve with at most ``max_points`` points, first and last kept.
 
@@ -148,20 +159,26 @@ class TrialResult:
         policy: The policy's JSON form.
         status: ``ok`` (feasible), ``infeasible``, ``too_slow`` or ``failed``.
         reason: Why, for any status but ``ok``.
-        speedup: Candidate samples/s over FP32 samples/s (p10 step times).
-        block_ratios: The same ratio per pair of adjacent blocks (median of steps):
-            ``{median, min, max, n}``, the spread of the estimate.
+        speedup: Candidate samples/s over FP32 samples/s: the geometric mean of the
+            ratios of pairs of adjacent blocks (each block's median call).
+        block_ratios: Its figures (:func:`precsearch.stats.log_figures`): ``estimate``,
+            the bootstrap interval ``low``-``high``, ``median``, ``min``, ``max``,
+            ``rounds`` (block pairs).
         fp32: FP32 step statistics (at the model's own batch size).
         candidate: The candidate's step statistics (at the policy's batch size).
-        fidelity_gap: Distance from the user's FP32 training at equal samples, in units
-            of its band (see :mod:`precsearch.engine.fidelity`).
-        precision_gap: The same distance from FP32 at the candidate's own batch size and
-            XLA setting (one run): what precision alone changes. ``None`` when those
-            are the user's (then it is the fidelity gap).
-        time_to_quality: ``{target_loss, fp32_samples, samples, speedup}``: the samples
-            each needs to reach the FP32 training's final smoothed loss and the wall
-            time ratio (FP32's over the candidate's); ``speedup`` is ``None`` when the
-            candidate did not get there.
+        fidelity_gap: How much worse than the user's FP32 training it trains at equal
+            samples, in noise units (negative: better; see
+            :mod:`precsearch.engine.fidelity`); per figure in ``numerics["gaps"]``.
+        precision_gap: Its training loss against FP32's at the candidate's own batch
+            size and XLA setting (one run, the same data order), in the same units:
+            what precision alone changes. ``None`` when those are the user's.
+        twin: That FP32 run judged against the user's FP32 training like a candidate:
+            ``{status, reason, fidelity_gap}`` (empty when there is none).
+        time_to_quality: ``{target_loss, fp32_samples, samples, speedup, outcome,
+            trace_s}``: the samples each needs to reach the loss every FP32 run reached,
+            the wall-time ratio (FP32's over the candidate's), and ``outcome``
+            (``reached``, ``not reached within 1.5x the budget`` or ``not measured``);
+            ``trace_s`` is the candidate's one-off tracing.
         curve: ``{"batch_size", "samples", "loss"}``: loss per call by samples seen.
         val: ``{"loss", "metric", "metric_name"}`` when there is validation data.
         peak_memory_mb: Peak process RSS during the trial (CPU) or device memory (GPU).
@@ -187,6 +204,7 @@ class TrialResult:
     candidate: StepStats | None = None
     fidelity_gap: float | None = None
     precision_gap: float | None = None
+    twin: dict[str, Any] = field(default_factory=dict)
     time_to_quality: dict[str, Any] = field(default_factory=dict)
     curve: dict[str, Any] = field(default_factory=lambda: {"samples": [], "loss": []})
     val: dict[str, Any] = field(default_factory=dict)
@@ -236,6 +254,8 @@ class TrialResult:
         for key in ("fp32", "candidate"):
             if data.get(key) is not None:
                 data[key] = StepStats(**known_fields(StepStats, data[key]))
+        if data.get("curve") and data["curve"].get("loss"):
+            data["curve"] = {**data["curve"], "loss": _nan_for_none(data["curve"]["loss"])}
         return cls(**data)
 
     def to_json(self, max_points: int | None = None) -> str:
@@ -250,11 +270,16 @@ class Reference:
     Attributes:
         batch_size, lr_rule, jit_compile, steps: What was trained (``steps``: calls).
         samples_per_call: Examples per point of a curve (batch size x steps per call).
-        curves: Loss per call, one list per seed (seed i uses data order i).
+        curves: Loss per call, one list per seed (data order ``seeds[i]``).
         val_loss, val_metric: Final validation figures per seed (``None`` without
             validation data).
         metric_name: Name of the first compiled metric, if any.
         seconds: Wall time of all runs.
+        seeds: The data-order seeds of the runs: 1..n for the noise of the user's
+            training (candidates train with seed 0, held out); 0 for a candidate's FP32
+            twin.
+        initial: ``{loss, metric}`` on the validation data at the initial weights:
+            what a figure that does not move stays at.
     """
 
     batch_size: int
@@ -267,6 +292,8 @@ class Reference:
     seconds: float = 0.0
     jit_compile: bool = False
     samples_per_call: int = 0
+    seeds: list[int] = field(default_factory=list)
+    initial: dict[str, Any] = field(default_factory=dict)
 
     def samples(self) -> list[int]:
         """Samples seen at each point of the longest curve."""
@@ -279,9 +306,13 @@ class Reference:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"record": "precsearch.reference/1", **json_safe(asdict(self))}
+        return {"record": "precsearch.reference/2", **json_safe(asdict(self))}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Reference:
-        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
-        return cls(**known_fields(cls, data))
+        """Inverse of :meth:`to_dict` (unknown keys are ignored; a curve's ``null``, a
+        non-finite loss, is read as NaN)."""
+        data = known_fields(cls, data)
+        if "curves" in data:
+            data["curves"] = [_nan_for_none(curve) for curve in data["curves"]]
+        return cls(**data)

@@ -11,7 +11,8 @@ from precsearch.errors import UserInputError
 from precsearch.files import write_text_atomic
 from precsearch.hardware import describe
 from precsearch.policy import Policy
-from precsearch.study.trials import confirmation_of, is_feasible, stored_policy
+from precsearch.records import ModelInfo
+from precsearch.study.trials import confirmation_of, fp32_result, is_feasible, stored_policy
 
 __all__ = [
     "best_policy_with_manifest",
@@ -46,9 +47,11 @@ def trials_frame(study: Any) -> Any:
             "baseline": trial.user_attrs.get("baseline", ""),
             "duplicate_of": trial.user_attrs.get("duplicate_of"),
             "speedup": result.get("speedup"),
-            "speedup_blocks_median": blocks.get("median"),
+            "speedup_low": blocks.get("low"),
+            "speedup_high": blocks.get("high"),
             "speedup_blocks_min": blocks.get("min"),
             "speedup_blocks_max": blocks.get("max"),
+            "block_pairs": blocks.get("rounds"),
             "fidelity_gap": result.get("fidelity_gap"),
             "feasible": is_feasible(trial),
             "objective_speedup": trial.values[0] if trial.values else None,
@@ -63,11 +66,12 @@ def trials_frame(study: Any) -> Any:
         }
         ttq = result.get("time_to_quality") or {}
         row["time_to_quality_speedup"] = ttq.get("speedup")
+        row["time_to_quality_outcome"] = ttq.get("outcome")
         row["precision_gap"] = result.get("precision_gap")
         # The selection rounds' figures of the candidates (the answer's own, from fresh
         # rounds, are in the confirmation record and the policy's manifest).
         figures = (confirmed.get(trial.number) or {}).get("speedup_vs_fp32") or {}
-        for stat in ("median", "min", "max", "rounds"):
+        for stat in ("estimate", "low", "high", "rounds"):
             row[f"confirmed_speedup_vs_fp32_{stat}"] = figures.get(stat)
         row["best"] = trial.number == best
         for name, value in trial.params.items():
@@ -96,10 +100,12 @@ def best_policy_with_manifest(study: Any) -> Policy:
             "`precsearch run` on it to the end"
         )
     trial = study.trials[record.best_trial]
-    policy = stored_policy(trial)
+    policy = Policy.from_dict(record.best_policy)
     info = study.user_attrs.get("model_info") or {}
     chosen = record.best
     result = trial.user_attrs["result"]
+    fp32 = fp32_result(study)
+    twin = chosen.get("answer") == "twin" and stored_policy(trial) != policy
     policy.manifest = {
         "confirmed": {
             "speedup_vs_fp32": chosen.get("speedup_vs_fp32"),
@@ -107,14 +113,30 @@ def best_policy_with_manifest(study: Any) -> Policy:
             "time_to_quality": chosen.get("time_to_quality"),
             "from_precision": chosen.get("precision"),
             "from_batch_size_and_xla": chosen.get("config"),
-            "fidelity_gap": result.get("fidelity_gap"),
-            "precision_gap": result.get("precision_gap"),
+            "answer": chosen.get("answer"),
+            "repeated_on_fresh_rounds": chosen.get("repeated"),
             "rounds": record.rounds,
             "block_steps": record.block,
+            "round_order_seed": record.seed,
+            "confidence": record.confidence,
             "fp32_copy_vs_fp32": record.null_vs_fp32,
-            "selection_bar": record.bar,
+            "instrument_error": chosen.get("instrument_error"),
             "peers": record.peers,
         },
+        "fidelity": {
+            # The twin's own judgement when it replaced a winner without a trial.
+            "gap": (result.get("twin") or {}).get("fidelity_gap")
+            if twin
+            else result.get("fidelity_gap"),
+            "gaps": {} if twin else (result.get("numerics") or {}).get("gaps", {}),
+            "precision_gap": result.get("precision_gap"),
+            "fp32_as_a_candidate": fp32.fidelity_gap if fp32 else None,
+            "judging": (fp32.numerics.get("judging") if fp32 else None) or "every figure",
+            "noise": "FP32 runs with data-order seeds held out from the candidate's; a "
+            "figure is worse only beyond a one-sided 95% prediction bound of one more run",
+            "tolerance": study.user_attrs.get("tolerance"),
+        },
+        "lr_rule": study.user_attrs.get("lr_rule") or {"rule": policy.lr_rule},
         "baseline": {
             "batch_size": info.get("batch_size"),
             "jit_compile": info.get("jit_compile", False),
@@ -130,5 +152,6 @@ def best_policy_with_manifest(study: Any) -> Policy:
         "hardware": describe(info.get("gpus")),
         "versions": {**info.get("versions", {}), "precsearch": __version__},
         "model_file": study.user_attrs.get("model_file"),
+        "notes": ModelInfo.from_dict(info).notes() if info else [],
     }
     return policy

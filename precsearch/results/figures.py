@@ -80,16 +80,16 @@ def pareto_figure(study: Any) -> Any:
         spreads = [c["speedup_vs_fp32"] for c in rows]
         fig.add_trace(
             go.Scatter(
-                x=[s["median"] for s in spreads],
+                x=[s["estimate"] for s in spreads],
                 y=[_gap(by_number[c["trial"]]) or 0.0 for c in rows],
                 mode="markers",
-                name="confirmed (median, min-max)",
+                name="selection rounds (estimate, 95% interval)",
                 marker={"color": "black", "size": 7, "symbol": "diamond"},
                 error_x={
                     "type": "data",
                     "symmetric": False,
-                    "array": [s["max"] - s["median"] for s in spreads],
-                    "arrayminus": [s["median"] - s["min"] for s in spreads],
+                    "array": [s["high"] - s["estimate"] for s in spreads],
+                    "arrayminus": [s["estimate"] - s["low"] for s in spreads],
                 },
                 text=[f"trial {c['trial']}: {figures_text(c['speedup_vs_fp32'])}" for c in rows],
                 hovertemplate="%{text}<extra></extra>",
@@ -102,7 +102,7 @@ def pareto_figure(study: Any) -> Any:
     fig.update_layout(
         title="Speedup vs fidelity gap (every finished trial)",
         xaxis_title="speedup vs your FP32 training (samples/s)",
-        yaxis_title="fidelity gap (FP32 bands; lower is closer)",
+        yaxis_title="fidelity gap (noise units; above 0: worse than FP32)",
         height=480,
         margin={"t": 50, "b": 50},
     )

@@ -25,7 +25,7 @@ from typing import Any
 from precsearch.files import write_text_atomic
 from precsearch.records import TrialResult
 from precsearch.results.figures import curves_figure, optuna_figures, pareto_figure
-from precsearch.results.report import SHORT, assignments_summary, time_summary
+from precsearch.results.report import SHORT, assignments_summary, time_summary, ttq_text
 from precsearch.stats import figures_text
 from precsearch.study.trials import confirmation_of, finished, is_feasible, is_repeat, stored_policy
 
@@ -124,8 +124,11 @@ def _answer_html(study: Any) -> str:
             ("x from batch size / XLA", figures_text(best.get("config"))),
             ("vs the global recipe", figures_text(best.get("speedup_vs_global_mixed"))),
         ]
-        ttq = best.get("time_to_quality")
-        rows.append(("time to FP32's final loss", f"{ttq:.2f}x" if ttq else "not reached"))
+        ttq = best.get("time_to_quality") or {}
+        text = ttq_text(ttq) + (
+            f" (tracing {ttq['trace_s']:.1f} s, once)" if ttq.get("trace_s") else ""
+        )
+        rows.append(("time to FP32's quality", text))
     rows.append(("a copy of FP32 (instrument error)", figures_text(record.null_vs_fp32)))
     labels = {"global": "global mixed recipe", "graph_rewrite": "TensorFlow's graph rewrite"}
     for name, peer in record.peers.items():
@@ -137,8 +140,10 @@ def _answer_html(study: Any) -> str:
     table = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return (
         f"<p class='verdict'>{html.escape(record.verdict)}.</p>"
-        f"<p>Median (min-max) over {record.rounds} fresh rounds measured after the choice; "
-        f"the answer is trial {record.best_trial}.</p><table>{table}</table>"
+        f"<p>Geometric mean and {record.confidence:.0%} interval over "
+        f"{record.rounds['fresh']} fresh rounds measured after the choice (chosen on "
+        f"{record.rounds['selection']}); the answer is trial {record.best_trial}.</p>"
+        f"<table>{table}</table>"
     )
 
 

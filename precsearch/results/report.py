@@ -14,6 +14,7 @@ __all__ = [
     "pareto_rows",
     "pareto_table",
     "summarize_policy",
+    "ttq_text",
     "time_split",
     "time_summary",
 ]
@@ -50,10 +51,10 @@ def pareto_rows(study: Any) -> list[dict[str, Any]]:
             {
                 "trial": trial.number,
                 "speedup": trial.values[0],
-                "blocks_min": blocks.get("min"),
-                "blocks_max": blocks.get("max"),
+                "low": blocks.get("low"),
+                "high": blocks.get("high"),
                 "gap": trial.values[1],
-                "time_to_quality": (result.get("time_to_quality") or {}).get("speedup"),
+                "time_to_quality": ttq_text(result.get("time_to_quality")),
                 "batch_size": policy.get("batch_size"),
                 "jit": policy.get("jit_compile"),
                 "policy": summarize_policy(policy),
@@ -66,9 +67,10 @@ def pareto_rows(study: Any) -> list[dict[str, Any]]:
 def pareto_table(study: Any) -> str:
     """The feasible Pareto front as a text table (or a sentence when it is empty).
 
-    Speedup is samples/s against the user's FP32 training; time to quality is the wall
-    time to FP32's final loss, FP32's over the trial's. With a confirmation, the
-    selection rounds' figures (median, min-max) stand beside the search's.
+    Speedup is samples/s against the user's FP32 training, from the trial's block pairs
+    (its 95% interval beside it); time to quality is the wall time to the loss every
+    FP32 run reached, FP32's over the trial's. With a confirmation, the selection
+    rounds' figures (estimate and 95% interval) stand beside the search's.
     """
     rows = pareto_rows(study)
     if not rows:
@@ -76,21 +78,17 @@ def pareto_table(study: Any) -> str:
     record = confirmation_of(study)
     confirmed = {entry["trial"]: entry for entry in record.candidates} if record else {}
     best = record.best_trial if record else None
-    header = f"{'trial':>5}  {'speedup':>7}  {'blocks min-max':>14}  {'to FP32 loss':>12}  "
+    header = f"{'trial':>5}  {'speedup':>7}  {'95% interval':>14}  {'to FP32 quality':>15}  "
     header += f"{'gap':>6}  "
     if confirmed:
         header += f"{'confirmed vs FP32':>20}  "
     lines = [header + f"{'batch':>5}  {'xla':>3}  policy"]
     for row in rows:
-        spread = (
-            f"{row['blocks_min']:.2f}-{row['blocks_max']:.2f}"
-            if row["blocks_min"] is not None
-            else "-"
-        )
+        spread = f"{row['low']:.2f}-{row['high']:.2f}" if row["low"] is not None else "-"
         label = f" [{row['baseline']}]" if row["baseline"] else ""
         label += " <- best" if row["trial"] == best else ""
-        ttq = f"{row['time_to_quality']:.2f}x" if row["time_to_quality"] else "not reached"
-        line = f"{row['trial']:>5}  {row['speedup']:>6.2f}x  {spread:>14}  {ttq:>12}  "
+        ttq = row["time_to_quality"]
+        line = f"{row['trial']:>5}  {row['speedup']:>6.2f}x  {spread:>14}  {ttq:>15}  "
         line += f"{row['gap']:>6.2f}  "
         if confirmed:
             entry = confirmed.get(row["trial"], {})
@@ -98,6 +96,17 @@ def pareto_table(study: Any) -> str:
         jit = "on" if row["jit"] else "off"
         lines.append(line + f"{row['batch_size']!s:>5}  {jit:>3}  {row['policy']}{label}")
     return "\n".join(lines)
+
+
+def ttq_text(ttq: dict[str, Any] | None) -> str:
+    """A time to quality in a few characters: ``1.32x``, ``>1.5x budget`` (not reached
+    within 1.5 budgets) or ``n/a`` (not measured)."""
+    ttq = ttq or {}
+    if ttq.get("speedup"):
+        return f"{ttq['speedup']:.2f}x"
+    if str(ttq.get("outcome", "")).startswith("not reached"):
+        return ">1.5x budget"
+    return "n/a"
 
 
 def assignments_summary(policy: Any, layers: list[dict[str, Any]]) -> list[str]:

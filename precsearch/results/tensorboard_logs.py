@@ -10,17 +10,24 @@ training pass, and no TensorFlow: TensorBoard's own numpy-only writer), under
   ``step_ms/candidate`` and ``step_ms/fp32`` for every timed call in block order,
   ``gradient_norm/global`` and ``gradient_norm/<layer>`` after training, and
   ``speedup`` and ``fidelity_gap`` at the budget's last sample;
-* ``fp32_bs32/seed_0``, ``seed_1``, ...: the FP32 reference runs (the band every trial
-  is judged against), ``loss`` by samples seen.
+* ``fp32_bs32_20calls/seed_0``, ``seed_1``, ... (``fp32_bs32_xla_20calls`` under XLA):
+  the FP32 reference runs at a batch size and a number of training calls (the band every
+  trial is judged against), ``loss`` by samples seen.
+
+Each run's folder is written whole or not at all: one that an interrupted study left
+unwritten is written by the next ``precsearch run`` or ``report``.
 
 ``tensorboard --logdir studies/<name>/tensorboard`` overlays every trial on FP32.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from precsearch.files import folder_atomic
 from precsearch.study.storage import stored_references
 
 __all__ = ["TensorBoardLog", "run_name"]
@@ -37,7 +44,8 @@ class TensorBoardLog:
 
     An Optuna callback (``study.optimize(callbacks=[log])``) that writes each trial as
     it ends; :meth:`write_all` catches up on a study's earlier trials. Each run is
-    written once: a folder that exists is left alone.
+    written once, whole (:func:`precsearch.files.folder_atomic`): a folder that exists
+    is complete and left alone, and an interrupted one does not exist.
 
     Args:
         directory: The study's ``tensorboard`` folder.
@@ -65,7 +73,7 @@ class TensorBoardLog:
         folder = self.directory / run_name(trial)
         if folder.exists():
             return False
-        with _Writer(folder) as write:
+        with _writer(folder) as write:
             curve = result.get("curve") or {}
             samples = curve.get("samples") or []
             for seen, loss in zip(samples, curve.get("loss") or [], strict=False):
@@ -90,30 +98,46 @@ class TensorBoardLog:
             xla = "_xla" if ref.get("jit_compile") else ""
             group = self.directory / f"fp32_bs{ref['batch_size']}{xla}_{ref['steps']}calls"
             per = ref.get("samples_per_call") or ref["batch_size"]
-            for seed, losses in enumerate(ref.get("curves") or []):
+            curves = ref.get("curves") or []
+            for seed, losses in zip(ref.get("seeds") or range(len(curves)), curves, strict=False):
                 folder = group / f"seed_{seed}"
                 if folder.exists():
                     continue
-                with _Writer(folder) as write:
+                with _writer(folder) as write:
                     for i, loss in enumerate(losses):
                         write("loss", loss, per * (i + 1))
 
 
-class _Writer:
-    """``write(tag, value, step)`` into a new run folder; ``None`` values are skipped."""
+def _without_tensorflow() -> None:
+    """Make TensorBoard's writer use its own TensorFlow stub in this process.
 
-    def __init__(self, folder: Path) -> None:
-        from tensorboard.summary import Writer
+    Its protos are made through ``tensorboard.compat.tf``, which imports TensorFlow when
+    it is installed (6 s, and its start-up lines among the progress lines) unless a
+    module ``tensorboard.compat.notf`` exists: TensorBoard's own switch for that.
+    Where TensorFlow is loaded already (a notebook's in-process study) nothing changes.
+    """
+    import sys
+    import types
 
-        folder.mkdir(parents=True, exist_ok=True)
-        self._writer = Writer(str(folder))
+    if "tensorflow" not in sys.modules:
+        sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("notf"))
 
-    def __enter__(self) -> Any:
+
+@contextmanager
+def _writer(folder: Path) -> Iterator[Callable[[str, float | None, int], None]]:
+    """``write(tag, value, step)`` into a new run folder, which appears when the block
+    ends without error; ``None`` values are skipped."""
+    _without_tensorflow()
+    from tensorboard.summary import Writer
+
+    with folder_atomic(folder) as partial:
+        writer = Writer(str(partial))
+
         def write(tag: str, value: float | None, step: int) -> None:
             if value is not None:
-                self._writer.add_scalar(tag, float(value), step=int(step))
+                writer.add_scalar(tag, float(value), step=int(step))
 
-        return write
-
-    def __exit__(self, *exc: object) -> None:
-        self._writer.close()
+        try:
+            yield write
+        finally:
+            writer.close()

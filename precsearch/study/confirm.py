@@ -1,4 +1,4 @@
-"""The confirmation: choose the answer on re-measured figures, report it on fresh ones.
+"""The confirmation: choose the answer by a test on re-measured figures, then repeat it.
 
 Nothing is called best on the search's figures alone (a trial's speedup comes from a few
 blocks, and the search keeps its maximum: a winner's curse), nor reported on the rounds
@@ -7,15 +7,25 @@ it was chosen on (the same curse, once more). After the trials, :func:`confirm`:
 1. **selects**: the top feasible Pareto trials (and the global recipe, if it trained
    like FP32) are timed round by round in one worker
    (:func:`precsearch.engine.measure.measure`), interleaved with the user's FP32
-   training and a second, identical FP32 model, whose score against FP32 is the
-   instrument's own error here. The answer is the fastest candidate whose median
-   is above 1 and above every round of that copy (:func:`choose`); else it is FP32.
+   training and a second, identical FP32 model (an A/A test: the instrument's own
+   error, here and now). Every figure is a per-round paired ratio to FP32 (geometric
+   mean, bootstrap interval: :mod:`precsearch.stats`). A candidate wins only if its
+   lower confidence bound, Bonferroni-corrected for the number of candidates, clears 1
+   against both FP32 models (so by more than whatever makes them read apart:
+   :func:`bounds`); of those, the fastest (:func:`choose`). Rounds are added until
+   every candidate is decided (it wins, or its upper bound falls under 1) or measured
+   to ±3%, within a time cap; each round's order is random from the study's seed and
+   recorded.
 2. **judges the peers**: the global recipe by its trial; TensorFlow's graph rewrite
-   (:mod:`precsearch.engine.peers`) by a trial of its own. A peer that did not train like FP32
-   is reported infeasible with its reason, never as a ratio.
-3. **reports**: fresh rounds of FP32, the copy, the answer, FP32 at the answer's batch
-   size and XLA setting (so that the speedup splits into what precision adds and what
-   the batch size and XLA add), and the feasible peers (:func:`report`).
+   (:mod:`precsearch.engine.peers`) by a trial of its own. A peer that did not train like
+   FP32 is reported infeasible with its reason, never as a ratio.
+3. **repeats and reports** on fresh rounds: FP32, the copy, the winner, the winner's FP32
+   twin (FP32 at its batch size and XLA setting, so that the speedup splits into what
+   precision adds and what the batch size and XLA add) and the feasible peers. The
+   winner must repeat (its one-sided 95% lower bound above 1 against both copies), or the
+   answer is FP32 and the verdict says which candidate failed to repeat. A winner whose
+   precision part is confidently below 1 gives way to its FP32 twin when the twin trains
+   like FP32 (:func:`report`).
 
 The record is a :class:`~precsearch.records.Confirmation`, stored in the study.
 """
@@ -23,45 +33,38 @@ The record is a :class:`~precsearch.records.Confirmation`, stored in the study.
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 from precsearch.errors import TrialFailed
 from precsearch.policy import Policy
 from precsearch.records import GRAPH_REWRITE, Budget, Confirmation, Measurement
-from precsearch.stats import figures_text, median, spread
+from precsearch.stats import (
+    CONFIDENCE,
+    HALF_WIDTH,
+    figures_text,
+    half_width,
+    ratio_figures,
+)
+from precsearch.study.selection import (
+    ALPHA,
+    bounds,
+    choose,
+    instrument_error,
+    instrument_percent,
+    measure_rounds,
+)
 from precsearch.study.trials import (
     baseline_trial,
+    finished,
     fp32_trial,
     is_feasible,
     is_repeat,
     stored_policy,
 )
 
-__all__ = ["choose", "confirm", "ratio", "report"]
-
-
-def ratio(measured: Measurement, a: str, b: str) -> dict[str, float]:
-    """``{median, min, max, rounds}`` of ``a``'s samples/s over ``b``'s, round by round."""
-    return spread([x / y for x, y in zip(measured.rates[a], measured.rates[b], strict=True)])
-
-
-def choose(measured: Measurement, trials: list[int]) -> tuple[int | None, float, list[dict]]:
-    """The selection rule: ``(winning trial or None, bar, candidates' figures)``.
-
-    ``measured`` has ``fp32``, ``null`` and ``c0``... for ``trials`` in order.
-    """
-    candidates = [
-        {
-            "trial": trial,
-            "samples_per_s": median(measured.rates[f"c{i}"]),
-            "speedup_vs_fp32": ratio(measured, f"c{i}", "fp32"),
-        }
-        for i, trial in enumerate(trials)
-    ]
-    bar = max(1.0, ratio(measured, "null", "fp32")["max"])
-    winners = [c for c in candidates if c["speedup_vs_fp32"]["median"] > bar]
-    best = max(winners, key=lambda c: c["speedup_vs_fp32"]["median"], default=None)
-    return (best["trial"] if best else None), bar, candidates
+__all__ = ["confirm", "report", "twin_of"]
 
 
 def _precision_words(policy: Policy) -> str:
@@ -79,59 +82,90 @@ def _config_words(policy: Policy, base: Policy) -> str:
     return " with ".join(parts)
 
 
+def twin_of(policy: Policy) -> Policy:
+    """FP32 at ``policy``'s batch size, LR rule and XLA setting."""
+    return dataclasses.replace(policy, default="float32", types={}, layers={}, manifest={})
+
+
+def _percent(ratio: float) -> str:
+    return f"{abs(ratio - 1) * 100:.0f}%"
+
+
 def report(
     measured: Measurement,
     winner: Policy | None,
     base: Policy,
     peers: dict[str, dict[str, Any]],
-    ttq_samples: float | None,
+    twin_feasible: bool = False,
 ) -> tuple[dict[str, Any], str]:
-    """The answer's figures from the fresh rounds, and the verdict's sentence.
+    """The answer's figures from the fresh rounds and the verdict's sentence.
 
     Args:
         measured: Fresh rounds of ``fp32``, ``null``, and as measured ``best`` (the
-            answer), ``best_fp32`` (FP32 at its batch size and XLA), ``global``,
-            ``graph_rewrite``.
-        winner: The answer's policy (``None``: FP32 is the answer).
+            winner), ``best_fp32`` (its FP32 twin), ``global``, ``graph_rewrite``.
+        winner: The selection's winner (``None``: FP32 is the answer).
         base: The user's own training (FP32).
         peers: The peers' records, filled in here with their ratios.
-        ttq_samples: FP32's samples to its final loss over the answer's (from its trial).
+        twin_feasible: Whether the winner's FP32 twin trains like FP32.
+
+    Returns:
+        ``(best, verdict)``; ``best["answer"]`` is ``"fp32"``, ``"winner"`` or
+        ``"twin"`` (the winner's precision part was confidently below 1), and
+        ``best["repeated"]`` whether the winner repeated on these rounds.
     """
-    null = ratio(measured, "null", "fp32")
+    fp32 = measured.rates["fp32"]
+    error = instrument_error(measured)
+    null = ratio_figures(measured.rates["null"], fp32)
     for name, peer in peers.items():
         if name in measured.rates:
-            peer["vs_fp32"] = ratio(measured, name, "fp32")
-    if winner is None:
-        best: dict[str, Any] = {"speedup_vs_fp32": null, "time_to_quality": None}
-        verdict = (
-            f"FP32 as you train it is the answer: nothing confirmed faster (a copy of FP32 "
-            f"measures {figures_text(null)} against it here)"
-        )
-    else:
-        vs = ratio(measured, "best", "fp32")
-        best = {"speedup_vs_fp32": vs, "batch_size": winner.batch_size}
-        best["jit_compile"] = winner.jit_compile
-        best["time_to_quality"] = vs["median"] * ttq_samples if ttq_samples else None
-        verdict = f"{vs['median']:.2f}x FP32 ({vs['min']:.2f}-{vs['max']:.2f})"
-        config = _config_words(winner, base)
-        low = _precision_words(winner)
+            peer["vs_fp32"] = ratio_figures(measured.rates[name], fp32)
+    instrument = f"instrument error ±{instrument_percent(null):.1f}%"
+    best: dict[str, Any] = {"answer": "fp32", "instrument_error": error, "repeated": None}
+    verdict = ""
+    if winner is not None:
+        vs = ratio_figures(measured.rates["best"], fp32)
+        best["repeated"] = bounds(measured, "best", ALPHA)[0] > 1
+        if not best["repeated"]:
+            verdict = (
+                f"the winner of the selection, {_precision_words(winner)}"
+                f"{' at ' + _config_words(winner, base) if _config_words(winner, base) else ''}"
+                f", did not repeat on fresh rounds ({figures_text(vs)}); "
+            )
+        else:
+            best.update(answer="winner", speedup_vs_fp32=vs, batch_size=winner.batch_size,
+                        jit_compile=winner.jit_compile)  # fmt: skip
+    if best["answer"] == "winner":
+        config, low = _config_words(winner, base), _precision_words(winner)
+        vs = best["speedup_vs_fp32"]
         if "best_fp32" in measured.rates:
-            best["precision"] = ratio(measured, "best", "best_fp32")
-            best["config"] = ratio(measured, "best_fp32", "fp32")
-            verdict += f" = {best['precision']['median']:.2f}x from {low}"
-            if config:
-                verdict += f" x {best['config']['median']:.2f}x from {config}"
+            precision = ratio_figures(measured.rates["best"], measured.rates["best_fp32"])
+            twin = ratio_figures(measured.rates["best_fp32"], fp32)
+            best["precision"], best["config"] = precision, twin
+            if precision["high"] < 1 and twin_feasible:
+                best.update(answer="twin", speedup_vs_fp32=twin, replaced=vs)
+                verdict = (
+                    f"FP32 at {config}: {figures_text(twin)} FP32; {low} there costs "
+                    f"{_percent(precision['estimate'])} ({figures_text(precision)}), so it "
+                    "is left out"
+                )
+            else:
+                verdict = f"{figures_text(vs)} FP32 = {precision['estimate']:.2f}x from {low}"
+                verdict += f" x {twin['estimate']:.2f}x from {config}"
         elif low == "float32":
             best["config"] = vs
-            verdict += f", all from {config} (no low precision)"
+            verdict = f"{figures_text(vs)} FP32, all from {config} (no low precision)"
         else:
             best["precision"] = vs
-            verdict += f", all from {low}"
-        ttq = best["time_to_quality"]
-        verdict += "; time to FP32's final loss " + (f"{ttq:.2f}x" if ttq else "not reached")
-        verdict += f"; a copy of FP32 measures {figures_text(null)}"
-    if "global" in measured.rates and winner is not None:
-        best["speedup_vs_global_mixed"] = ratio(measured, "best", "global")
+            verdict = f"{figures_text(vs)} FP32, all from {low}"
+        if "global" in measured.rates:
+            best["speedup_vs_global_mixed"] = ratio_figures(
+                measured.rates["best_fp32" if best["answer"] == "twin" else "best"],
+                measured.rates["global"],
+            )
+        verdict += f"; a copy of FP32 measures {figures_text(null)} ({instrument})"
+    else:
+        best["speedup_vs_fp32"] = null
+        verdict += f"your FP32 training is the answer ({instrument}): nothing confirmed faster"
     for name, peer in peers.items():
         label = "global mixed recipe" if name == "global" else "TensorFlow's graph rewrite"
         if peer.get("vs_fp32"):
@@ -154,7 +188,8 @@ def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[s
             "reason": "" if feasible else glob.user_attrs.get("reason") or glob.state.name,
         }
     result = executor.run_trial(None, budget, peer=GRAPH_REWRITE)
-    peer = {"status": "feasible" if result.feasible else "infeasible", "reason": result.reason}
+    status = {"ok": "feasible", "too_slow": "too slow"}.get(result.status, "infeasible")
+    peer = {"status": status, "reason": result.reason}
     if result.numerics.get("rewrite_applied") is False:
         peer = {"status": "not available", "reason": "TensorFlow did not rewrite it here"}
     elif result.status == "failed":
@@ -164,63 +199,124 @@ def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[s
     return peers
 
 
+def _twin(study: Any, winner_trial: Any) -> tuple[Any | None, bool]:
+    """The winner's FP32 twin trial (or ``None``), and whether the twin trains like FP32:
+    by its own trial, else by the FP32 run the winner's trial was compared with."""
+    twin = twin_of(stored_policy(winner_trial))
+    for trial in finished(study):
+        if stored_policy(trial) == twin:
+            return trial, is_feasible(trial)
+    judged = (winner_trial.user_attrs.get("result") or {}).get("twin") or {}
+    return None, judged.get("status") == "ok"
+
+
+def _time_to_quality(trial: Any, speedup: dict[str, Any]) -> dict[str, Any]:
+    """The answer's wall time to FP32's quality against FP32's, on the confirmed speed:
+    its trial's samples to the quality target over FP32's, times the confirmed ratio."""
+    ttq = (trial.user_attrs.get("result") or {}).get("time_to_quality") or {}
+    out = {"outcome": ttq.get("outcome", "not measured"), "trace_s": ttq.get("trace_s")}
+    if ttq.get("samples") and ttq.get("fp32_samples"):
+        out["samples_ratio"] = ttq["fp32_samples"] / ttq["samples"]
+        out["speedup"] = speedup["estimate"] * out["samples_ratio"]
+    return out
+
+
 def confirm(
-    study: Any, executor: Any, budget: Budget, top: int = 3, rounds: int = 5, block: int = 10
+    study: Any,
+    executor: Any,
+    budget: Budget,
+    top: int = 3,
+    seconds: float = 120.0,
+    block: int = 10,
+    seed: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Confirmation:
-    """Select, judge the peers, report; store the record (see the module doc).
+    """Select, judge the peers, repeat and report; store the record (see the module doc).
+
+    Args:
+        study: The Optuna study, its trials done.
+        executor: Runs the rounds and the graph rewrite's trial.
+        budget: The trials' budget (for the graph rewrite's trial).
+        top: Pareto trials to select from (fastest first).
+        seconds: Time cap of the selection's rounds and of the fresh rounds, each.
+        block: Least calls per timed block.
+        seed: Seeds the round orders (``None``: a fresh one, recorded).
+        clock: Seconds, for the time cap.
 
     Raises:
         TrialFailed: The FP32 baseline trial did not complete, or the worker failed.
     """
+    import numpy as np
+
     fp32 = fp32_trial(study)
     if fp32 is None:
         raise TrialFailed("no FP32 baseline", "the FP32 baseline trial did not complete")
+    seed = int(np.random.SeedSequence(seed).entropy % 2**32) if seed is None else seed
+    rng = np.random.default_rng(seed)
     base = stored_policy(fp32)
     front = [t for t in study.best_trials if not is_repeat(t) and stored_policy(t) != base]
     chosen = sorted(front, key=lambda t: -t.values[0])[:top]
     glob = baseline_trial(study, "global_")
     if glob is not None and is_feasible(glob) and glob not in chosen:
         chosen.append(glob)  # the global recipe competes too, when it trains like FP32
-
+    labels = [f"c{i}" for i in range(len(chosen))]
     configs = [("fp32", base), ("null", base)]
-    configs += [(f"c{i}", stored_policy(t)) for i, t in enumerate(chosen)]
-    selection = executor.confirm(configs, rounds, block)
-    winner_number, bar, candidates = choose(selection, [t.number for t in chosen])
+    configs += [(label, stored_policy(t)) for label, t in zip(labels, chosen, strict=True)]
+    selection = measure_rounds(
+        executor, configs, rng, block, seconds, lambda m: choose(m, labels).decided, clock
+    )
+    chosen_by = choose(selection, labels)
+    by_label = dict(zip(labels, chosen, strict=True))
+    candidates = [
+        {**entry, "trial": by_label[entry["label"]].number} for entry in chosen_by.candidates
+    ]
 
     peers = _peer_records(study, executor, budget)
     configs = [("fp32", base), ("null", base)]
-    winner = None
-    ttq_samples = None
-    if winner_number is not None:
-        winner_trial = study.trials[winner_number]
-        winner = stored_policy(winner_trial)
+    winner_trial = by_label[chosen_by.winner] if chosen_by.winner else None
+    winner = stored_policy(winner_trial) if winner_trial else None
+    twin_trial, twin_feasible = (None, False)
+    if winner is not None:
         configs.append(("best", winner))
-        fp32_same = dataclasses.replace(winner, default="float32", types={}, layers={})
-        same_config = (winner.batch_size, winner.jit_compile) == (base.batch_size, base.jit_compile)
-        if _precision_words(winner) != "float32" and not same_config:
-            configs.append(("best_fp32", fp32_same))
-        ttq = (winner_trial.user_attrs.get("result") or {}).get("time_to_quality") or {}
-        if ttq.get("samples") and ttq.get("fp32_samples"):
-            ttq_samples = ttq["fp32_samples"] / ttq["samples"]
+        same = (winner.batch_size, winner.jit_compile) == (base.batch_size, base.jit_compile)
+        if _precision_words(winner) != "float32" and not same:
+            configs.append(("best_fp32", twin_of(winner)))
+            twin_trial, twin_feasible = _twin(study, winner_trial)
     if peers.get("global", {}).get("status") == "feasible":
         configs.append(("global", stored_policy(study.trials[peers["global"]["trial"]])))
     if peers[GRAPH_REWRITE]["status"] == "feasible":
         configs.append((GRAPH_REWRITE, None))
-    fresh = executor.confirm(configs, rounds, block)
-    best, verdict = report(fresh, winner, base, peers, ttq_samples)
+
+    def precise(m: Measurement) -> bool:
+        shown = [label for label in ("null", "best") if label in m.rates]
+        return all(half_width(ratio_figures(m.rates[x], m.rates["fp32"])) <= HALF_WIDTH
+                   for x in shown)  # fmt: skip
+
+    fresh = measure_rounds(executor, configs, rng, block, seconds, precise, clock)
+    best, verdict = report(fresh, winner, base, peers, twin_feasible)
+    answer = {"fp32": base, "winner": winner, "twin": winner and twin_of(winner)}[best["answer"]]
+    best_trial = {"fp32": fp32, "winner": winner_trial, "twin": twin_trial}[best["answer"]]
+    if winner_trial is not None and best["answer"] == "fp32":
+        best["not_repeated"] = {"trial": winner_trial.number}
+    if best_trial is not None and best["answer"] != "fp32":
+        best["time_to_quality"] = _time_to_quality(best_trial, best["speedup_vs_fp32"])
     record = Confirmation(
-        rounds=rounds,
+        rounds={"selection": len(selection.orders), "fresh": len(fresh.orders)},
         block=block,
+        seed=seed,
         candidates=candidates,
         fp32_trial=fp32.number,
-        bar=bar,
-        best_trial=winner_number if winner_number is not None else fp32.number,
-        best_is_fp32=winner is None,
+        bar=chosen_by.bar,
+        best_trial=(best_trial or winner_trial).number,
+        best_is_fp32=best["answer"] == "fp32",
+        best_policy=answer.to_dict(),
         best=best,
-        null_vs_fp32=ratio(fresh, "null", "fp32"),
+        null_vs_fp32=ratio_figures(fresh.rates["null"], fresh.rates["fp32"]),
         peers=peers,
-        fp32_samples_per_s=median(fresh.rates["fp32"]),
+        fp32_samples_per_s=float(np.exp(np.mean(np.log(fresh.rates["fp32"])))),
         verdict=verdict,
+        confidence=CONFIDENCE,
+        measured={"selection": selection.to_dict(), "fresh": fresh.to_dict()},
     )
     study.set_user_attr("confirmation", record.to_dict())
     return record

@@ -45,7 +45,7 @@ class Executor(Protocol):
     ) -> TrialResult: ...
 
     def confirm(
-        self, configs: list[tuple[str, Policy | None]], rounds: int, block: int
+        self, configs: list[tuple[str, Policy | None]], orders: list[list[str]], block: int
     ) -> Measurement: ...
 
     def export(
@@ -106,14 +106,14 @@ class InProcess:
     def confirm(
         self,
         configs: list[tuple[str, Policy | None]],
-        rounds: int,
+        orders: list[list[str]],
         block: int,
         timeout: float | None = None,
     ) -> Measurement:
         """:func:`precsearch.engine.measure.measure` here."""
         from precsearch.engine.measure import measure
 
-        return measure(self.runner, configs, rounds, block)
+        return measure(self.runner, configs, orders, block)
 
     def export(
         self,

@@ -71,6 +71,7 @@ class Progress:
         self.repeats = 0
         self.stream = stream or sys.stderr
         self.best: float | None = None
+        self.notes: list[str] = []
 
     def __call__(self, study: Any, trial: Any) -> None:
         from optuna.trial import TrialState
@@ -95,6 +96,11 @@ class Progress:
         self._line(trial)
 
     def _line(self, trial: Any) -> None:
+        judging = ((trial.user_attrs.get("result") or {}).get("numerics") or {}).get("judging")
+        if judging and judging not in self.notes:
+            # What the budget cannot judge, said once, before the trials it shapes.
+            self.notes.append(judging)
+            print(f"note: {judging}", file=self.stream, flush=True)
         status = trial.user_attrs.get("status", trial.state.name.lower())
         if (
             is_feasible(trial)
@@ -164,6 +170,14 @@ def make_objective(
         trial.set_user_attr("reason", result.reason)
         if result.status == "failed":
             raise TrialFailed(result.reason, result.numerics.get("detail", ""))
+        twin = space.twin(dict(trial.params))
+        own = (policy.batch_size, policy.jit_compile) == (
+            space.info["batch_size"], bool(space.info.get("jit_compile", False)))  # fmt: skip
+        if result.status == "ok" and twin is not None and not own:
+            # FP32 at this batch size and XLA setting is a candidate too: the answer must
+            # not be beaten by its own decomposition.
+            trial.study.enqueue_trial(twin, user_attrs={"twin_of": trial.number},
+                                      skip_if_exists=True)  # fmt: skip
         ref = reference(trial.study)
         values = []
         for plugin in objectives:
@@ -228,9 +242,10 @@ def search_trials(
                 flush=True,
             )
             time.sleep(wait)
+    notes = list(counter.notes)
     if counter.exhausted and counter.done < options.trials:
-        return [
+        notes.append(
             f"stopped after {counter.done} new trials: the sampler proposes only policies "
             f"it measured already (the space holds {size})"
-        ]
-    return []
+        )
+    return notes

@@ -69,11 +69,12 @@ class SearchOptions:
     sampler: str = "tpe"
     in_process: bool = False
     seed: int = 0
-    lr_rule: str = "linear"
+    lr_rule: str = "auto"
     batch_size: int | None = None
     confirm_top: int = 3
-    rounds: int = 5
+    confirm_time: float = 60.0
     watchdog: float | None = None
+    keep_slow: bool = False
     dimensions: list[str] | None = None
     objectives: list[str] = field(default_factory=list)
     exporters: list[str] = field(default_factory=list)
@@ -82,6 +83,7 @@ class SearchOptions:
     heartbeat: int = 60
     gpu: int | None = None
     strategy: str = "none"
+    debug: bool = False  # the worker's output, TensorFlow's logs included, on stderr
 
     def resolved(self, config: dict[str, Any]) -> SearchOptions:
         """These options with gaps filled from a model file's ``precsearch_config``."""
@@ -100,6 +102,10 @@ class SearchOptions:
             )
         if filled.trials is not None and filled.trials < 0:
             raise UserInputError(f"--trials {filled.trials}: expected 0 or more")
+        if not filled.confirm_time > 0:
+            raise UserInputError(
+                f"--confirm-time {filled.confirm_time}: expected a positive number of seconds"
+            )
         if filled.steps is not None and filled.steps < 1:
             raise UserInputError(f"--steps {filled.steps}: expected a positive integer")
         if filled.gpu is not None and filled.in_process:
@@ -112,11 +118,12 @@ class SearchOptions:
         return filled
 
     def shared(self) -> dict[str, Any]:
-        """What every worker of a study must run the same way (stored in the study)."""
+        """What every worker of a study must run the same way, and what ``precsearch
+        finish`` exports (stored in the study)."""
         keys = (
             "group_by", "dtypes", "steps", "tolerance", "sampler", "lr_rule", "batch_size",
-            "watchdog", "dimensions", "objectives", "loader", "trial_timeout", "heartbeat",
-            "strategy",
+            "watchdog", "keep_slow", "dimensions", "objectives", "exporters", "loader",
+            "trial_timeout", "heartbeat", "strategy",
         )  # fmt: skip
         return {key: getattr(self, key) for key in keys}
 
@@ -127,6 +134,8 @@ class SearchOptions:
             changes["steps"] = self.steps
         if self.watchdog:
             changes["watchdog"] = self.watchdog
+        if self.keep_slow:
+            changes["stop_slow"] = False
         return Budget(**changes)
 
 
@@ -165,7 +174,7 @@ def worker_options(
     model_file: str | None = None,
     gpu: int | None = None,
     confirm_top: int = 0,
-    rounds: int = 5,
+    confirm_time: float = 60.0,
 ) -> tuple[str, SearchOptions]:
     """The model file and options for one more process on an existing shared study.
 
@@ -181,7 +190,7 @@ def worker_options(
     path = model_file or study.user_attrs.get("model_file", "")
     options = stored_options(
         study, trials=trials, timeout=timeout, storage=storage, out=out, seed=worker_seed(),
-        confirm_top=confirm_top, rounds=rounds, gpu=gpu,
+        confirm_top=confirm_top, confirm_time=confirm_time, gpu=gpu,
     )  # fmt: skip
     if not Path(path).is_file():
         raise UserInputError(

@@ -159,6 +159,7 @@ def make_executor(
         env=env,
         loader=options.loader,
         strategy=options.strategy,
+        debug=options.debug,
     )
 
 
@@ -222,6 +223,7 @@ def _open_search(run: _Run, storage: Any, space: SearchSpace, info: ModelInfo) -
         study.set_user_attr("model_info", info.to_dict())
         study.set_user_attr("options", {**options.shared(), "dtypes": space.dtypes})
         study.set_user_attr("hardware", here)
+        study.set_user_attr("lr_rule", {"rule": space.options.lr_rule, "why": space.lr_rule_why})
         return study, created
     stored = study.user_attrs["space"]
     if stored != described:
@@ -247,23 +249,12 @@ def _open_search(run: _Run, storage: Any, space: SearchSpace, info: ModelInfo) -
     return study, created
 
 
-def _model_notes(info: ModelInfo) -> list[str]:
-    """What precsearch changed about the user's training, for people."""
-    if "run_eagerly" in info.dropped_compile_args:
-        return [
-            "your compile arguments set run_eagerly=True: precsearch trains and times the "
-            "step as a traced graph (eager steps are no measure of a policy's speed), so "
-            "every figure here is for graph execution"
-        ]
-    return []
-
-
 def _confirm_and_export(run: _Run, study: Any, executor: Executor) -> str:
     """The confirmation's verdict; the answer exported into the study folder."""
     options = run.options
     record = confirm(
-        study, executor, run.budget, options.confirm_top, options.rounds,
-        max(10, run.budget.block),
+        study, executor, run.budget, options.confirm_top, options.confirm_time,
+        max(10, run.budget.block), seed=options.seed,
     )  # fmt: skip
 
     def model_exports(policy: Any, names: list[str]) -> list[str]:
@@ -339,7 +330,7 @@ def run_study(
         share.download()
         journal = options.storage is None or "://" not in options.storage
         stale = fail_stale_trials(study, journal=journal)
-        run.notes += [*space.options.notes, *_model_notes(info)]
+        run.notes += [*space.options.notes, *info.notes()]
         if stale:
             run.notes.append(f"marked trials {stale} failed: their run was killed")
         if created:  # only the process that created the study: creators may race

@@ -16,7 +16,13 @@ from precsearch.errors import UserInputError
 from precsearch.hardware import fast_dtypes
 from precsearch.plugins import Dimension, create
 from precsearch.policy import Policy
-from precsearch.records import GROUP_BY, SHORT_DTYPES, SpaceOptions, parse_dtypes
+from precsearch.records import (
+    GROUP_BY,
+    SHORT_DTYPES,
+    SpaceOptions,
+    parse_dtypes,
+    resolve_lr_rule,
+)
 
 # The dtype names, grouping and options are records (shared with plugins); they are
 # re-exported here because a space is where people look for them.
@@ -62,6 +68,8 @@ class SearchSpace:
                     "pass --dtypes to choose"
                 )
             self.options.dtypes = ["float32", *fast]
+        rule, why = resolve_lr_rule(self.options.lr_rule, info.get("optimizer"))
+        self.options.lr_rule, self.lr_rule_why = rule, why
         self.dimensions: list[Dimension] = []
         for dim in dimensions or DEFAULT_DIMENSIONS:
             if isinstance(dim, str):
@@ -130,6 +138,17 @@ class SearchSpace:
         for dim in self.dimensions:
             dim.write(params, draft)
         return Policy(**draft)
+
+    def twin(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The parameters of FP32 at ``params``' batch size, XLA setting and whatever
+        else is not precision (``None`` when ``params`` are FP32 already): the trial
+        that says what precision adds there."""
+        fp32: dict[str, Any] = {}
+        for dim in self.dimensions:
+            if dim.precision:
+                fp32.update(dim.baseline("float32"))
+        twin = {**params, **fp32}
+        return None if twin == params else twin
 
     def baselines(self) -> list[tuple[str, dict[str, Any]]]:
         """FP32 and the global recipe per low-precision dtype: ``(label, params)``."""

@@ -5,7 +5,8 @@ precsearch.engine.serve``; that worker imports TensorFlow once, builds a
 :class:`~precsearch.engine.runner.Runner` for the model file (keeping one traced FP32
 model of the user's training for timing), answers with the model's
 :class:`~precsearch.records.ModelInfo`, and runs commands sent to it one at a time as JSON
-lines. Its stderr goes to a file whose last lines explain a crash.
+lines. Its output goes to a file whose last lines explain a crash (with ``debug``, to this
+process's stderr, TensorFlow's logs included).
 
 Whatever happens to a trial comes back as a :class:`~precsearch.records.TrialResult`:
 a worker that dies (segfault, ``os.abort``, killed for memory) fails that trial with the
@@ -62,6 +63,10 @@ class Worker:
         max_growth: Restart the worker after a trial once its resident memory has grown
             by more than this share since its first trial (TensorFlow keeps a little of
             every traced step; see :mod:`precsearch.engine.memory`).
+        debug: Show the worker's output, TensorFlow's logs included, on this process's
+            stderr. Otherwise it is kept for the message of a crash, and TensorFlow's
+            start-up notices and warnings are left out (``TF_CPP_MIN_LOG_LEVEL=2``)
+            unless the environment or ``env`` sets a level.
     """
 
     def __init__(
@@ -76,8 +81,10 @@ class Worker:
         loader: str = "model_file",
         max_growth: float = 0.5,
         strategy: str = "none",
+        debug: bool = False,
     ) -> None:
         self.loader = loader
+        self.debug = debug
         self.strategy = strategy
         self.max_growth = max_growth
         self._first_rss: float | None = None
@@ -127,17 +134,26 @@ class Worker:
         # Kept open for the worker's life: its last lines explain a crash.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         env = {**os.environ, **self.env, "PRECSEARCH_REPLY_FD": str(write_fd)}
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "precsearch.engine.serve"],
-            stdin=subprocess.PIPE,
-            stdout=self._stderr,
-            stderr=self._stderr,
-            pass_fds=(write_fd,),
-            env=env,
-            start_new_session=True,
-        )
-        os.close(write_fd)
+        if not self.debug:
+            # TensorFlow's C++ start-up lines would land among the progress lines.
+            env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        # Under debug: the model file's prints and TensorFlow's logs on our stderr.
+        output: Any = 2 if self.debug else self._stderr
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "precsearch.engine.serve"],
+                stdin=subprocess.PIPE,
+                stdout=output,
+                stderr=None if self.debug else output,
+                pass_fds=(write_fd,),
+                env=env,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
         self._replies = os.fdopen(read_fd, "rb")
         self.started += 1
         self.trials_in_process = 0
@@ -277,7 +293,7 @@ class Worker:
     def confirm(
         self,
         configs: list[tuple[str, Policy | None]],
-        rounds: int,
+        orders: list[list[str]],
         block: int,
         timeout: float | None = None,
     ) -> Measurement:
@@ -289,7 +305,7 @@ class Worker:
         message = {
             "cmd": "confirm",
             "configs": [[label, p.to_dict() if p else None] for label, p in configs],
-            "rounds": rounds,
+            "orders": orders,
             "block": block,
         }
         return Measurement.from_dict(self._call(message, timeout))

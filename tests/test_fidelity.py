@@ -1,0 +1,215 @@
+"""Judging a trial against FP32 (engine/fidelity.py), on scripted curves (no TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from precsearch.engine.fidelity import (
+    assess,
+    better_note,
+    crossing,
+    fidelity_gap,
+    higher_is_better,
+    judge,
+    judging_note,
+    smoothed,
+    time_to_quality,
+    window_mean,
+)
+from precsearch.records import Fidelity, Reference, StepStats, TrialResult
+
+SAMPLES = [32 * (i + 1) for i in range(8)]
+
+
+def reference(finals=(0.9, 1.0, 1.1), val_metric=(None, None, None), initial=None, **kw):
+    """FP32 runs that start at 2.0 and end their last quarter at ``finals``."""
+    return Reference(
+        batch_size=32,
+        lr_rule="none",
+        steps=8,
+        curves=[[2.0] * 6 + [f, f] for f in finals],
+        val_loss=[None] * len(finals),
+        val_metric=list(val_metric),
+        seeds=list(range(1, len(finals) + 1)),
+        initial=initial or {},
+        **{"metric_name": "accuracy", **kw},
+    )
+
+
+def result(final, metric=None, metric_name="accuracy", **numerics):
+    r = TrialResult(
+        policy={}, curve={"batch_size": 32, "samples": SAMPLES, "loss": [2.0] * 6 + [final] * 2}
+    )
+    r.numerics = {"nonfinite_step": None, **numerics}
+    if metric is not None:
+        r.val = {"metric": metric, "metric_name": metric_name}
+    return r
+
+
+def unit(sd, n=3, k=1, alpha=0.05):
+    """The noise unit the module doc defines: a one-sided prediction bound."""
+    return scipy_stats.t.ppf(1 - alpha / k, n - 1) * sd * math.sqrt(1 + 1 / n)
+
+
+def test_the_smoothed_loss_is_the_last_quarter_of_the_samples():
+    assert window_mean(SAMPLES, [9, 9, 9, 9, 9, 9, 1, 3], 256) == 2
+    # At equal samples: a curve four times coarser has one point in that quarter.
+    assert window_mean([128, 256], [5, 2], 256) == 2
+    assert window_mean(SAMPLES, [9] * 6 + [1, 3], 192) == 9  # points past 192 do not count
+    assert math.isnan(window_mean([], [], 256))
+    assert window_mean(SAMPLES, [9] * 7 + [math.nan], 256) == math.inf
+
+
+def test_the_gap_is_one_sided_in_units_of_one_more_fp32_run():
+    ref = reference()  # finals 0.9, 1.0, 1.1: sd 0.1
+    u = unit(0.1)
+    gap, gaps = fidelity_gap(result(1.0 + u), ref, Fidelity())
+    assert gap == pytest.approx(1.0) and gaps == {"loss": pytest.approx(1.0)}
+    assert judge(result(1.0 + 1.01 * u), ref, Fidelity())[0] == "infeasible"
+    assert judge(result(1.0 + 0.99 * u), ref, Fidelity())[0] == "ok"
+
+
+def test_training_better_than_fp32_is_feasible_and_said():
+    status, reason, gap, gaps = judge(result(0.4), reference(), Fidelity())
+    assert status == "ok" and reason == "" and gap < -1
+    assert better_note(gaps).startswith("trains better than FP32: training loss")
+
+
+def test_the_floor_is_a_share_of_what_fp32_learned_not_of_the_loss_level():
+    # Seeds agree exactly: the unit is 2% of how far FP32 fell (2.0 -> 1.0), 0.02.
+    tight = reference(finals=(1.0, 1.0, 1.0))
+    assert fidelity_gap(result(1.01), tight, Fidelity())[0] == pytest.approx(0.5)
+    # The same fall from a level ten times higher gives the same unit.
+    high = Reference(
+        batch_size=32, lr_rule="none", steps=8, curves=[[11.0] * 6 + [10.0] * 2] * 3,
+        val_loss=[None] * 3, val_metric=[None] * 3,
+    )  # fmt: skip
+    worse = result(10.01)
+    worse.curve["loss"] = [11.0] * 6 + [10.01] * 2
+    assert fidelity_gap(worse, high, Fidelity())[0] == pytest.approx(0.5)
+
+
+def test_a_validation_figure_at_chance_cannot_judge_and_is_left_out():
+    # FP32's validation accuracy does not move from its 0.0982 at initialisation.
+    ref = reference(val_metric=(0.0982, 0.0982, 0.0982), initial={"metric": 0.0982})
+    assessment = assess(ref)
+    assert assessment["loss"] == "" and "does not move" in assessment["val_metric"]
+    note = judging_note(assessment, ref.steps)
+    assert "validation accuracy does not move over 8 steps" in note
+    assert "judged on loss only" in note
+    # 0.5 points better at chance, and a training loss like FP32's: feasible.
+    status, _, _, gaps = judge(result(1.0, metric=0.1033), ref, Fidelity())
+    assert status == "ok" and set(gaps) == {"loss"}
+
+
+def test_a_saturated_training_loss_cannot_judge():
+    ref = reference(finals=(0.0, 0.00001, 0.0))
+    assert "saturates" in assess(ref)["loss"]
+    # Nothing else judges: the gap is not a number a tolerance could pass.
+    assert fidelity_gap(result(0.5), ref, Fidelity())[0] == math.inf
+
+
+def test_a_metric_judges_in_its_own_direction_with_a_half_point_floor():
+    ref = reference(val_metric=(0.90, 0.90, 0.90), initial={"metric": 0.10})
+    # Accuracy: worse is lower. Two figures judge, each at alpha / 2.
+    assert judge(result(1.0, metric=0.894), ref, Fidelity())[0] == "infeasible"
+    assert judge(result(1.0, metric=0.896), ref, Fidelity())[0] == "ok"
+    assert judge(result(1.0, metric=0.95), ref, Fidelity())[0] == "ok"
+    mae = reference(val_metric=(0.30, 0.30, 0.30), initial={"metric": 0.9}, metric_name="mae")
+    assert not higher_is_better("mae") and higher_is_better("accuracy")
+    assert judge(result(1.0, metric=0.25, metric_name="mae"), mae, Fidelity())[0] == "ok"
+    status, reason, _, _ = judge(result(1.0, metric=0.40, metric_name="mae"), mae, Fidelity())
+    assert status == "infeasible" and "validation mae" in reason
+
+
+def test_numerics_make_infeasible():
+    ref = reference()
+    assert "step 5" in judge(result(1.0, nonfinite_step=5), ref, Fidelity())[1]
+    assert "collapsed" in judge(result(1.0, min_loss_scale=0.5), ref, Fidelity())[1]
+    assert "skipped" in judge(result(1.0, skipped_share=0.5), ref, Fidelity())[1]
+
+
+def test_a_bigger_batch_that_learns_worse_per_sample_is_infeasible_with_that_reason():
+    big = TrialResult(
+        policy={}, curve={"batch_size": 128, "samples": [128, 256], "loss": [2.0, 1.5]}
+    )
+    big.numerics = {"nonfinite_step": None}
+    status, reason, gap, _ = judge(big, reference(), Fidelity())
+    assert status == "infeasible" and gap == pytest.approx(0.5 / unit(0.1))
+    assert "trains worse than FP32 at batch 128 (yours 32)" in reason
+    assert "256 samples" in reason
+    big.curve["loss"] = [2.0, 1.05]  # as good per sample as FP32: feasible
+    assert judge(big, reference(), Fidelity())[0] == "ok"
+
+
+@pytest.mark.slow
+def test_fp32_judged_as_a_candidate_is_called_worse_about_alpha_of_the_time(figure):
+    # Each study: 3 FP32 runs measure the noise, a 4th (held out) is the candidate.
+    rng = np.random.default_rng(0)
+    studies, rejected = 2000, 0
+    for _ in range(studies):
+        finals = 1.0 + rng.normal(0, 0.05, size=4)
+        if judge(result(finals[3]), reference(tuple(finals[:3])), Fidelity())[0] != "ok":
+            rejected += 1
+    figure(f"fidelity: FP32 as a candidate called worse in {rejected}/{studies} studies")
+    assert 0.03 <= rejected / studies <= 0.07
+
+
+def stats(samples_per_s):
+    return StepStats(0.01, 0.01, 0.01, 0.01, 10, 32, samples_per_s)
+
+
+def linear(start, per_point, n=8):
+    return [start - per_point * i for i in range(n)]
+
+
+def test_smoothed_curves_and_their_crossing_are_interpolated():
+    curve = smoothed(SAMPLES, linear(2.0, 0.125), 64)
+    assert math.isnan(curve[0]) and curve[1] == pytest.approx(1.9375)
+    assert crossing(SAMPLES, curve, 1.5) == pytest.approx(64 + 32 * (1.9375 - 1.5) / 0.125)
+    assert crossing(SAMPLES, curve, 0.0) is None
+
+
+def test_time_to_quality_targets_the_loss_every_fp32_run_reached():
+    # Three FP32 runs fall linearly, the slowest to the highest final loss: the target.
+    ref = Reference(
+        batch_size=32, lr_rule="none", steps=8, val_loss=[None] * 3, val_metric=[None] * 3,
+        curves=[linear(2.0, 0.10), linear(2.0, 0.12), linear(2.0, 0.14)],
+    )  # fmt: skip
+    fast = TrialResult(policy={}, curve={"batch_size": 32, "samples": ref.samples()})
+    fast.curve["loss"] = linear(2.0, 0.25)  # learns about twice as fast
+    fast.fp32, fast.candidate = stats(1000.0), stats(1500.0)
+    ttq = time_to_quality(fast, ref)
+    assert ttq["target_loss"] == pytest.approx(window_mean(ref.samples(), ref.curves[0], 256))
+    assert ttq["outcome"] == "reached" and ttq["samples"] < ttq["fp32_samples"] <= 256
+    assert ttq["speedup"] == pytest.approx((ttq["fp32_samples"] / 1000) / (ttq["samples"] / 1500))
+    slow = TrialResult(policy={}, curve={"batch_size": 32, "samples": ref.samples()})
+    slow.curve["loss"] = linear(2.0, 0.02)  # never gets there
+    slow.fp32, slow.candidate = stats(1000.0), stats(3000.0)
+    ttq = time_to_quality(slow, ref)
+    assert ttq["speedup"] is None and ttq["outcome"] == "not reached within 1.5x the budget"
+
+
+def test_a_reference_with_a_broken_seed_judges_the_same_read_back_from_json():
+    nan = math.nan
+    # Seed 3 went non-finite at its last call, the trial at its seventh: JSON holds null.
+    ref = reference()
+    ref.curves[2][-1] = nan
+    broken = result(1.0)
+    broken.curve["loss"][6:] = [nan, nan]
+    for trial in (result(1.02), broken):
+        trial.fp32, trial.candidate = stats(1000.0), stats(1000.0)
+        stored_ref = Reference.from_dict(json.loads(json.dumps(ref.to_dict(), allow_nan=False)))
+        stored = TrialResult.from_dict(json.loads(trial.to_json()))
+        assert fidelity_gap(stored, stored_ref, Fidelity()) == fidelity_gap(trial, ref, Fidelity())
+        assert judge(stored, stored_ref, Fidelity()) == judge(trial, ref, Fidelity())
+        assert time_to_quality(stored, stored_ref) == time_to_quality(trial, ref)
+    # The two finite seeds (0.9, 1.0) measure the noise.
+    u = unit(np.std([0.9, 1.0], ddof=1), n=2)
+    assert fidelity_gap(result(1.02), ref, Fidelity())[0] == pytest.approx(0.07 / u)
+    assert fidelity_gap(broken, ref, Fidelity())[0] == math.inf
