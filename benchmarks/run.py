@@ -1,8 +1,9 @@
 """Side-by-side benchmarks of precsearch on this machine: run by hand, never in CI.
 
     python benchmarks/run.py all            # all but scaling, in order (~2 hours on 2 cores)
-    python benchmarks/run.py quality        # or one: quality, selection, repeatability,
-                                            #   efficiency, overhead, scaling, readme
+    python benchmarks/run.py quality        # or one: instrument, quality, selection,
+                                            #   repeatability, efficiency, overhead, scaling,
+                                            #   readme
     python benchmarks/run.py quality --results benchmarks/results/<machine>   # elsewhere
 
 Writes ``benchmarks/results/<name>.md`` (and ``.csv``) with the machine and the date.
@@ -178,7 +179,7 @@ def quality() -> None:
         "judged one-sided against 3 FP32 runs of the user's own training with held-out "
         "data-order seeds, at equal samples), then the confirmation: the top 3 feasible "
         "candidates (and the global recipe, if feasible) re-measured round by round (blocks "
-        "of at least 10 calls and 0.25 s, a random order each round, until every candidate "
+        "of at least 10 calls and 0.5 s, a random order each round, until every candidate "
         "is decided or measured to ±3%, at most 60 s) beside FP32 and a second copy of FP32; "
         "a candidate wins if its Bonferroni-corrected lower 95% bound clears 1 against both "
         "FP32 models; the winner must repeat on fresh rounds (at most 60 s more), where its "
@@ -294,6 +295,104 @@ def repeatability() -> None:
     write_results("repeatability", rows, "Repeatability of the confirmation", [intro, *table])
 
 
+# The instrument's own noise: identical FP32 models of an example timed in random-order
+# rounds, every call kept, read with each block length and estimator.
+INSTRUMENT = {"example": "wide_mlp", "copies": 4, "seconds": 60.0, "blocks": (0.25, 0.5, 1.0)}
+
+
+def instrument() -> None:
+    """A/A noise by block length and block estimator, and any bias by copy or position."""
+    import math
+
+    import numpy as np
+
+    import precsearch.engine.instrument as timing
+    from precsearch.engine.problem import Problem
+    from precsearch.loaders import load_model_file
+
+    cfg = INSTRUMENT
+    problem = Problem(load_model_file(STUDIES / cfg["example"] / "model.py"))
+    base = problem.baseline()
+    estimators = {
+        "median": np.median,
+        "p10": lambda a: np.percentile(a, 10),
+        "mean": np.mean,
+    }
+    rows = []
+    for block_s in cfg["blocks"]:
+        timing.MIN_BLOCK_S = block_s
+        models = [
+            timing.prepare(timing.Timed(f"m{i}", problem.model_for(base, seed=0),
+                                        problem.iterator(base.batch_size, seed=0),
+                                        base.batch_size), block=10, warmup=3)
+            for i in range(cfg["copies"])
+        ]  # fmt: skip
+        rng = np.random.default_rng(0)
+        calls: dict[str, list[list[float]]] = {m.label: [] for m in models}
+        positions: dict[str, list[int]] = {m.label: [] for m in models}
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < cfg["seconds"]:
+            for position, i in enumerate(rng.permutation(len(models))):
+                model = models[i]
+                timing.step(model.model, model.iterator)
+                calls[model.label].append(
+                    [timing.step(model.model, model.iterator)[0] for _ in range(model.steps)]
+                )
+                positions[model.label].append(position)
+        rounds = min(len(v) for v in calls.values())
+        round_s = (time.perf_counter() - t0) / rounds
+        for name, estimate in estimators.items():
+            rates = {k: np.array([1 / estimate(b) for b in v[:rounds]]) for k, v in calls.items()}
+            logs = {k: np.log(v / rates["m0"]) for k, v in rates.items() if k != "m0"}
+            sd = float(np.mean([np.std(v, ddof=1) for v in logs.values()]))
+            by_position = [[] for _ in models]
+            for k, v in rates.items():
+                mean_round = np.exp(np.mean([np.log(r[:rounds]) for r in rates.values()], axis=0))
+                for r in range(rounds):
+                    by_position[positions[k][r]].append(math.log(v[r] / mean_round[r]))
+            rows.append(
+                {
+                    "block_s": block_s,
+                    "estimator": name,
+                    "rounds": rounds,
+                    "round_s": round_s,
+                    "calls_per_block": ", ".join(str(m.steps) for m in models),
+                    "aa_log_sd_per_round": sd,
+                    # The variance of the mean per second of rounds: lower is better.
+                    "variance_per_second": sd**2 * round_s,
+                    "rounds_for_3pct": math.ceil((1.96 * sd / 0.03) ** 2),
+                    "copies_vs_m0": ", ".join(f"{math.exp(v.mean()):.3f}" for v in logs.values()),
+                    "by_position_pct": ", ".join(
+                        f"{100 * (math.exp(np.mean(v)) - 1):+.1f}" for v in by_position
+                    ),
+                }
+            )
+    timing.MIN_BLOCK_S = 0.5
+    intro = (
+        f"{cfg['copies']} identical FP32 models of {cfg['example']} (its own batch size) timed "
+        f"for {cfg['seconds']:.0f} s per block length in rounds of random order, as the "
+        "confirmation times them, every call kept; each block read by its median, p10 or "
+        "mean call. 'sd' is the standard deviation of a copy's per-round log ratio to the "
+        "first copy (the A/A noise of one round); 'variance per second' weighs it by a "
+        "round's length (lower: the interval narrows faster); 'rounds for ±3%' is how many "
+        "rounds a 95% interval of half-width 3% needs at that sd. 'Copies vs m0' and 'by "
+        "position' look for bias: a copy or a place in the round that reads apart beyond "
+        "its noise.\n"
+    )
+    table = markdown_table(
+        ["block", "estimator", "rounds", "round", "calls per block", "sd per round",
+         "variance per second", "rounds for ±3%", "copies vs m0", "by position (%)"],
+        (
+            [f"{r['block_s']} s", r["estimator"], r["rounds"], f"{r['round_s']:.2f} s",
+             r["calls_per_block"], f"{r['aa_log_sd_per_round']:.3f}",
+             f"{r['variance_per_second']:.4f}", r["rounds_for_3pct"], r["copies_vs_m0"],
+             r["by_position_pct"]]
+            for r in rows
+        ),
+    )  # fmt: skip
+    write_results("instrument", rows, "The instrument's own noise (A/A)", [intro, *table])
+
+
 # The selection's error rates on real timings: wide_mlp's FP32 training beside copies of
 # itself (no candidate is faster: any winner is a false one), and beside the same MLP with
 # hidden layers 960 wide instead of 1024 (about 0.9x the work: a real gain, measured).
@@ -338,7 +437,7 @@ def _mlp_spec(width: int) -> Any:
 
 def _record_rounds(widths: dict[str, int], rounds: int, seed: int) -> dict[str, Any]:
     """Rounds of real models timed as a confirmation times them (random orders, blocks of
-    at least 10 calls and 0.25 s), with each round's wall time."""
+    at least 10 calls and 0.5 s), with each round's wall time."""
     import numpy as np
 
     from precsearch.engine.instrument import Timed, prepare, timed_rounds
@@ -450,7 +549,7 @@ def selection_rates() -> None:
         "each at most 60 s of rounds) replayed on rounds of real models recorded here: "
         f"wide_mlp's FP32 training (hidden width {cfg['wide']}), its copy and "
         f"{cfg['candidates']} candidates, timed as a confirmation times them ({cfg['rounds']} "
-        "rounds, random orders, blocks of at least 10 calls and 0.25 s). In 'same' every "
+        "rounds, random orders, blocks of at least 10 calls and 0.5 s). In 'same' every "
         "candidate is the same FP32 model under another label: any winner is a false one. In "
         f"'gain' candidate c0 is the same MLP {cfg['narrow']} wide (about 0.9x the work), "
         "its true advantage measured over the whole recording. Each study starts at a "
@@ -760,6 +859,7 @@ def readme() -> None:
 
 
 STEPS = {
+    "instrument": instrument,
     "quality": quality,
     "selection": selection_rates,
     "repeatability": repeatability,
@@ -768,13 +868,15 @@ STEPS = {
     "scaling": scaling,
     "readme": readme,
 }
-ALL = ("quality", "selection", "repeatability", "efficiency", "overhead", "readme")
+ALL = ("instrument", "quality", "selection", "repeatability", "overhead", "readme")
 
 
 def main() -> None:
     global RESULTS, LOAD_BEFORE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=[*STEPS, "all"], help="'all' runs all but scaling")
+    parser.add_argument(
+        "step", choices=[*STEPS, "all"], help="'all' runs all but efficiency and scaling"
+    )
     parser.add_argument(
         "--results",
         type=Path,

@@ -138,15 +138,15 @@ def test_blocks_are_sized_from_the_least_probe_step_and_rounds_follow_their_orde
     configs = [Timed(name, model, iter(range(10**6)), 16) for name, model in models.items()]
     for config in configs:
         prepare(config, block=2, warmup=1, clock=clock)
-    # At least MIN_BLOCK_S of steps: 16 of 1/64 s (the stall not counted), 8 of 1/32 s.
-    assert MIN_BLOCK_S == 0.25
-    assert [config.steps for config in configs] == [16, 16, 8]
+    # At least MIN_BLOCK_S of steps: 32 of 1/64 s (the stall not counted), 16 of 1/32 s.
+    assert MIN_BLOCK_S == 0.5
+    assert [config.steps for config in configs] == [32, 32, 16]
     assert [model.calls for model in models.values()] == [4, 4, 4]  # warm-up, 3 probes
     log.clear()
     rng = random.Random(0)
     orders = [rng.sample("abc", 3) for _ in range(4)]
     rates = timed_rounds(configs, orders, clock=clock)
-    # 16 samples per call over the median call of each block, exactly.
+    # 16 samples per call over the p10 call of each block, exactly.
     assert rates == {"a": [1024.0] * 4, "b": [1024.0] * 4, "c": [512.0] * 4}
     # Each round: every configuration once, in that round's order, one untimed call first.
     steps = {config.label: config.steps for config in configs}
@@ -156,4 +156,4 @@ def test_blocks_are_sized_from_the_least_probe_step_and_rounds_follow_their_orde
 def test_blocks_are_at_least_the_block_size():
     clock = FakeClock()
     slow = Timed("slow", FakeModel("slow", 1.0, [], clock), iter(range(100)), 8)
-    assert prepare(slow, block=4, warmup=0, clock=clock).steps == 4  # 0.25 s is one call
+    assert prepare(slow, block=4, warmup=0, clock=clock).steps == 4  # 0.5 s is one call

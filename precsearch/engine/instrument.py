@@ -7,7 +7,12 @@ Rules it keeps (DESIGN.md, "Measuring speed honestly"):
 * Compare two configurations only within one process, in blocks that alternate; a
   block, not a single step, because a step can be a few milliseconds.
 * Stalls only ever add time, so a cost estimate is a low quantile (p10) of the step
-  times, reported with the median, min, max and count.
+  times, reported with the median, min, max and count; a block's figure is its p10 too
+  (:func:`block_rate`). On the 2-core machines here a shared CPU runs whole stretches of
+  a quarter second slower: over blocks of at least :data:`MIN_BLOCK_S` (0.5 s) the p10
+  finds the uncontended calls, and FP32 against an identical copy varied 0.035-0.04 (sd
+  of the per-round log ratio, wide_mlp), against 0.11-0.12 for the median of 0.25 s
+  blocks (``benchmarks/results/instrument.md``).
 
 Nothing here imports TensorFlow: it calls the model's own train function.
 """
@@ -22,12 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from precsearch.records import StepStats
-from precsearch.stats import median
 
 __all__ = [
     "MIN_BLOCK_S",
     "Interleaved",
     "Timed",
+    "block_rate",
     "block_steps",
     "interleave",
     "prepare",
@@ -36,7 +41,14 @@ __all__ = [
     "timed_rounds",
 ]
 
-MIN_BLOCK_S = 0.25  # shortest timed block in a confirmation round
+MIN_BLOCK_S = 0.5  # shortest timed block, in trials and confirmation rounds
+
+
+def block_rate(times: list[float], samples_per_call: int) -> float:
+    """A block's samples/s: the samples of one call over the p10 of its call times."""
+    import numpy as np
+
+    return samples_per_call / float(np.percentile(np.asarray(times, dtype=float), 10))
 
 
 def step(
@@ -80,7 +92,7 @@ class Interleaved:
     Attributes:
         reference, candidate: Every timed step of each side, in seconds.
         ratios: Candidate samples/s over reference samples/s per pair of blocks (each
-            side's median step), the spread of the estimate.
+            side's :func:`block_rate`), the spread of the estimate.
     """
 
     reference: list[float] = field(default_factory=list)
@@ -127,8 +139,7 @@ def interleave(
         out.reference += ref_block
         out.candidate += cand_block
         if cand_block and not stopped():
-            ref_rate = sizes[0] / median(ref_block)
-            out.ratios.append((sizes[1] / median(cand_block)) / ref_rate)
+            out.ratios.append(block_rate(cand_block, sizes[1]) / block_rate(ref_block, sizes[0]))
     return out
 
 
@@ -180,7 +191,7 @@ def timed_rounds(
     order from ``orders`` (a list of labels per round: random orders, so that none
     always follows the same one; what ran before leaves caches and data threads
     behind), after one untimed call that lets that settle. A round's figure is the
-    samples of one call over the block's median call.
+    samples of one call over the block's p10 call (:func:`block_rate`).
     """
     by_label = {config.label: config for config in configs}
     rates: dict[str, list[float]] = {config.label: [] for config in configs}
@@ -190,5 +201,5 @@ def timed_rounds(
             with config.context():
                 step(config.model, config.iterator, clock)
                 times = [step(config.model, config.iterator, clock)[0] for _ in range(config.steps)]
-            rates[label].append(config.samples_per_call / median(times))
+            rates[label].append(block_rate(times, config.samples_per_call))
     return rates

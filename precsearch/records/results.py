@@ -32,7 +32,7 @@ class Budget:
     Args:
         steps: Training steps at the user's own batch size: the budget in samples.
         warmup: Candidate calls after tracing that are not timed.
-        block: Least calls in one timing block (blocks also last at least 0.25 s);
+        block: Least calls in one timing block (blocks also last at least 0.5 s);
             FP32 and candidate blocks alternate, at least three pairs of them, the
             candidate training on past the budget where its blocks need the calls.
         max_blocks: Most pairs of blocks per trial, fewer once the speedup is known to

@@ -182,9 +182,10 @@ def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[s
     peers: dict[str, dict[str, Any]] = {}
     if glob is not None:
         feasible = glob.state.name == "COMPLETE" and is_feasible(glob)
+        slow = glob.user_attrs.get("status") == "too_slow"
         peers["global"] = {
             "trial": glob.number,
-            "status": "feasible" if feasible else "infeasible",
+            "status": "feasible" if feasible else "too slow" if slow else "infeasible",
             "reason": "" if feasible else glob.user_attrs.get("reason") or glob.state.name,
         }
     result = executor.run_trial(None, budget, peer=GRAPH_REWRITE)
