@@ -396,7 +396,7 @@ def instrument() -> None:
 # The selection's error rates on real timings: wide_mlp's FP32 training beside copies of
 # itself (no candidate is faster: any winner is a false one), and beside the same MLP with
 # hidden layers 960 wide instead of 1024 (about 0.9x the work: a real gain, measured).
-SELECTION = {"rounds": 300, "studies": 200, "wide": 1024, "narrow": 960, "candidates": 3}
+SELECTION = {"rounds": 150, "studies": 200, "wide": 1024, "narrow": 960, "candidates": 3}
 
 
 def _mlp_spec(width: int) -> Any:
