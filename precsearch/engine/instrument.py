@@ -10,9 +10,10 @@ Rules it keeps (DESIGN.md, "Measuring speed honestly"):
   times, reported with the median, min, max and count; a block's figure is its p10 too
   (:func:`block_rate`). On the 2-core machines here a shared CPU runs whole stretches of
   a quarter second slower: over blocks of at least :data:`MIN_BLOCK_S` (0.5 s) the p10
-  finds the uncontended calls, and FP32 against an identical copy varied 0.035-0.04 (sd
-  of the per-round log ratio, wide_mlp), against 0.11-0.12 for the median of 0.25 s
-  blocks (``benchmarks/results/instrument.md``).
+  finds the uncontended calls. FP32 against an identical copy (wide_mlp) varied 0.058 per
+  round that way (sd of the log ratio; variance per second of rounds 0.0070), against
+  0.104 (0.0137) for the median of 0.25 s blocks, and no copy or place in the round read
+  apart beyond that noise (``benchmarks/results/instrument.md``).
 
 Nothing here imports TensorFlow: it calls the model's own train function.
 """
