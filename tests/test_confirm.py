@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import optuna
 import pytest
-from test_selection import SimulatedMachine
+from test_selection import SimulatedMachine, measured, wobble
 
 from precsearch import Policy
 from precsearch.records import Budget, Confirmation, Measurement, TrialResult
@@ -15,16 +14,6 @@ FP32 = Policy(batch_size=32)
 BF16 = Policy(default="mixed_bfloat16", batch_size=32)
 BIG_BF16 = Policy(default="mixed_bfloat16", batch_size=128, jit_compile=True)
 BIG_FP32 = Policy(batch_size=128, jit_compile=True)
-
-
-def measured(**rates: list[float]) -> Measurement:
-    return Measurement(rates=rates)
-
-
-def wobble(level: float, n: int = 8, seed: int = 0, sd: float = 0.01) -> list[float]:
-    """``n`` rates around ``level``, a little noise each."""
-    rng = np.random.default_rng(seed)
-    return list(level * np.exp(rng.normal(0, sd, size=n)))
 
 
 def test_the_report_splits_the_speedup_into_precision_and_batch_size_with_xla():

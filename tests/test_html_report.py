@@ -40,6 +40,10 @@ def chromium() -> str:
     return found
 
 
+def _param(group: dict) -> str:
+    return "dtype" if group["group"] == "all layers" else f"dtype:{group['group']}"
+
+
 @pytest.mark.slow
 def test_the_report_holds_the_answer_and_its_evidence(tiny_study):
     folder, first, _ = tiny_study
@@ -53,12 +57,16 @@ def test_the_report_holds_the_answer_and_its_evidence(tiny_study):
     assert "FP32 band (3 seeds)" in page  # the loss curves over the reference runs
     assert "Parameter importances" in page and "Optimization History" in page
     groups = layer_groups(result.study)
-    assert groups and all(g["dtype"] in ("float32", "mixed_bfloat16") for g in groups)
     best = result.study.trials[record.best_trial].params
+    choices = result.study.trials[record.best_trial].distributions
+    assert groups and all(
+        g["dtype"] in choices[_param(g)].choices and g["dtype"] in ("float32", "bfloat16")
+        for g in groups
+    )
     assert [g["best"].number for g in groups] == [record.best_trial] * len(groups)
     for group in groups:
         # What was measured otherwise differs from the answer in this group alone.
-        name = "dtype" if group["group"] == "all layers" else f"dtype:{group['group']}"
+        name = _param(group)
         assert best[name] == group["dtype"]
         for dtype, number, _, _ in group["measured"]:
             other = result.study.trials[number].params

@@ -5,31 +5,12 @@ from __future__ import annotations
 import optuna
 import pytest
 from helpers import MODELS
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tensorboard.util.tensor_util import make_ndarray
+from helpers import tensorboard_scalars as scalars
 
 from precsearch import LossScale, Policy
 from precsearch.loaders import load_model_file
 from precsearch.records import Budget
 from precsearch.results.tensorboard_logs import TensorBoardLog
-
-
-class Point:
-    def __init__(self, event) -> None:
-        self.step = event.step
-        self.value = float(make_ndarray(event.tensor_proto))
-
-
-def scalars(folder) -> dict[str, list[Point]]:
-    """Tag -> points. TensorBoard's own writer stores scalars as tensor summaries of the
-    scalars plugin (what its scalar dashboard reads)."""
-    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})  # keep all
-    events.Reload()
-    out = {}
-    for tag in events.Tags()["tensors"]:
-        assert events.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"
-        out[tag] = [Point(e) for e in events.Tensors(tag)]
-    return out
 
 
 @pytest.mark.slow
