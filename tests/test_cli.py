@@ -26,6 +26,17 @@ def test_policy_command(tmp_path, capsys):
     assert main(["policy", str(path)]) == 0
     out = capsys.readouterr().out
     assert "mixed_bfloat16" in out and "Conv2D" in out
+    # Only what applies: no loss-scale settings where no layer computes in float16.
+    assert "loss scale   none (no float16 layer" in out and "dynamic" not in out
+    assert "output layer float32" in out and "batch size   yours" in out
+
+
+def test_policy_command_shows_loss_scaling_and_the_lr_factor_where_they_apply(tmp_path, capsys):
+    policy = Policy(default="mixed_float16", batch_size=128, base_batch_size=32, lr_rule="sqrt")
+    assert main(["policy", str(policy.save(tmp_path / "p.json"))]) == 0
+    out = capsys.readouterr().out
+    assert "loss scale   dynamic, initial 32768, growth 2000" in out
+    assert "batch size   128 (lr rule sqrt, from batch 32: x2)" in out
 
 
 def test_bad_policy_file_is_one_line_exit_2(tmp_path):

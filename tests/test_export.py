@@ -37,7 +37,7 @@ def same_trials_csv(a: Path, b: Path) -> bool:
 @pytest.mark.slow
 def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
     folder, first, second = tiny_study
-    assert "Answer:" in second.stdout
+    assert "Answer (fresh rounds):" in second.stdout
     policy = precsearch.load_policy(folder / "best_policy.json")
     manifest = policy.manifest
     confirmed = manifest["confirmed"]
@@ -112,7 +112,7 @@ def test_show_and_export(tiny_study, tmp_path):
     folder, _, _ = tiny_study
     shown = run_cli("show", str(folder))
     assert shown.returncode == 0, shown.stderr
-    assert "confirmed vs FP32" in shown.stdout and "Answer:" in shown.stdout
+    assert "confirmed vs FP32" in shown.stdout and "Answer (fresh rounds):" in shown.stdout
     assert "Dense (" in shown.stdout
     out = tmp_path / "out"
     exported = run_cli("export", str(folder), "--to", str(out))

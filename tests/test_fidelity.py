@@ -101,7 +101,7 @@ def test_a_validation_figure_at_chance_cannot_judge_and_is_left_out():
     assert assessment["loss"] == "" and "does not move" in assessment["val_metric"]
     note = judging_note(assessment, ref.steps)
     assert "validation accuracy does not move over 8 steps" in note
-    assert "judged on loss only" in note
+    assert "judged on training loss only" in note
     # 0.5 points better at chance, and a training loss like FP32's: feasible.
     status, _, _, gaps = judge(result(1.0, metric=0.1033), ref, Fidelity())
     assert status == "ok" and set(gaps) == {"loss"}

@@ -95,12 +95,12 @@ def test_workers_on_two_machines_share_one_study_on_postgresql(postgres_url, tmp
     # 3. Once, on one machine: no new trials; confirm and export the winner.
     final = run_cli(*run("a", "--trials", "0", "--confirm-time", "1"))
     assert final.returncode == 0, final.stderr[-3000:]
-    assert "Answer:" in final.stdout
+    assert "Answer (fresh rounds):" in final.stdout
     assert (tmp_path / "a" / "shared" / "best_policy.json").is_file()
 
     shown = run_cli("show", "shared", "--storage", postgres_url)
     assert shown.returncode == 0, shown.stderr[-2000:]
-    assert "6 complete" in shown.stdout and "Answer:" in shown.stdout
+    assert "6 complete" in shown.stdout and "Answer (fresh rounds):" in shown.stdout
 
 
 def test_a_worker_needs_an_existing_study(postgres_url, tmp_path):
@@ -177,7 +177,7 @@ def test_a_worker_killed_mid_trial_leaves_no_trial_running_and_its_trial_is_retr
     finished = run_cli("finish", "killed", "--storage", postgres_url, "--out",
                        str(tmp_path / "b"), "--confirm-time", "1")  # fmt: skip
     assert finished.returncode == 0, finished.stderr[-3000:]
-    assert "Answer:" in finished.stdout
+    assert "Answer (fresh rounds):" in finished.stdout
     assert (tmp_path / "b" / "killed" / "best_policy.json").is_file()
 
 

@@ -44,3 +44,31 @@ def test_a_budget_at_which_nothing_can_judge_is_refused_in_one_line(tmp_path):
     last = done.stderr.strip().splitlines()[-1]
     assert "nothing can judge a candidate at 12 steps" in last
     assert "FP32's training loss does not move over 12 steps" in last
+
+
+def test_a_new_study_names_its_objectives_for_optunas_plots(tmp_path):
+    from precsearch.records import ModelInfo
+    from precsearch.study.space import SearchSpace
+    from precsearch.study.storage import open_storage
+    from precsearch.testing import sample_model_info
+
+    info = sample_model_info()
+    run = run_module._prepare(
+        MODELS / "mlp.py", SearchOptions(out=str(tmp_path), dtypes="float32,bfloat16")
+    )
+    space = SearchSpace(info, dimensions=["layer_dtypes"])
+    storage = open_storage(None, run.study_dir)
+    model_info = ModelInfo.from_dict(
+        {
+            **info,
+            "source": "mlp.py",
+            "fingerprint": "x",
+            "model_name": "m",
+            "model_class": "Sequential",
+            "params": 1,
+            "output_layers": [],
+            "train_examples": 64,
+        }
+    )
+    study, created = run_module._open_search(run, storage, space, model_info)
+    assert created and study.metric_names == ["speedup", "fidelity_gap"]

@@ -38,11 +38,19 @@ def cmd_policy(args: argparse.Namespace) -> int:
         print(f"  type  {name:<24} {dtype}")
     for name, dtype in policy.layers.items():
         print(f"  layer {name:<24} {dtype}")
-    scale = policy.loss_scale
-    kind = "dynamic" if scale.dynamic else "fixed"
-    print(f"  loss scale   {kind}, initial {scale.initial_scale:g}, growth {scale.growth_steps}")
-    rule = f"lr rule {policy.lr_rule}, base {policy.base_batch_size}"
-    print(f"  batch size   {policy.batch_size} ({rule})")
+    print("  output layer float32 unless a layer rule above names it")
+    if policy.uses_float16():
+        scale = policy.loss_scale
+        kind = "dynamic" if scale.dynamic else "fixed"
+        growth = f", growth {scale.growth_steps}" if scale.dynamic else ""
+        print(f"  loss scale   {kind}, initial {scale.initial_scale:g}{growth}")
+    else:
+        print("  loss scale   none (no float16 layer: bfloat16 needs none)")
+    if policy.batch_size is None:
+        print("  batch size   yours")
+    else:
+        rule = f"lr rule {policy.lr_rule}, from batch {policy.base_batch_size}"
+        print(f"  batch size   {policy.batch_size} ({rule}: x{policy.lr_factor():.3g})")
     print(f"  jit_compile  {policy.jit_compile}")
     return 0
 
@@ -99,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(pareto_table(run.study))
     if run.verdict:
         print()
-        print(f"Answer: {run.verdict}.")
+        print(f"Answer (fresh rounds): {run.verdict}.")
     print()
     print(time_summary(run.results, run.seconds))
     print()
@@ -153,7 +161,7 @@ def cmd_finish(args: argparse.Namespace) -> int:
     print(f"Feasible Pareto front of study {run.study.study_name!r} (speedup vs FP32):")
     print(pareto_table(run.study))
     if run.verdict:
-        print(f"\nAnswer: {run.verdict}.")
+        print(f"\nAnswer (fresh rounds): {run.verdict}.")
     print()
     _print_paths(run.paths)
     return _failed(run)
@@ -197,19 +205,25 @@ def cmd_show(args: argparse.Namespace) -> int:
         # A sampler's repeat of a measured policy is stored, but it is not a trial.
         state = "repeats" if "duplicate_of" in trial.user_attrs else trial.state.name.lower()
         states[state] = states.get(state, 0) + 1
+    repeats = states.pop("repeats", 0)
     counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
-    trials = len(study.trials) - states.get("repeats", 0)
-    print(f"Study {study.study_name!r}: {trials} trials ({counts})")
+    trials = len(study.trials) - repeats
+    again = f"; {repeats} repeats of a measured policy, not run again" if repeats else ""
+    print(f"Study {study.study_name!r}: {trials} trials ({counts}){again}")
     print(f"Model file: {study.user_attrs.get('model_file', '?')}")
     print()
     print("Feasible Pareto front (speedup vs FP32):")
     print(pareto_table(study))
+    print(
+        "  speedup: the trial's own timed blocks (a screening figure); confirmed: the "
+        "selection rounds; the answer below: fresh rounds after the choice."
+    )
     record = result.confirmation
     print()
     if not record:
         print("Not confirmed yet: `precsearch run` confirms the winners when its trials end.")
     else:
-        print(f"Answer: {record.verdict}.")
+        print(f"Answer (fresh rounds): {record.verdict}.")
         policy = result.best_policy
         layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
         print(

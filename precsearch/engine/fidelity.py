@@ -62,6 +62,13 @@ _LOWER_BETTER = ("loss", "error", "mae", "mse", "crossentropy", "hinge", "diverg
                  "poisson", "logcosh")  # fmt: skip
 
 
+def _figure_words(name: str, metric_name: str | None = None) -> str:
+    """A figure's name for people: ``training loss``, ``validation accuracy``..."""
+    if name == "loss":
+        return "training loss"
+    return "validation loss" if name == "val_loss" else f"validation {metric_name or 'metric'}"
+
+
 def higher_is_better(metric_name: str | None) -> bool:
     """Whether a Keras metric improves upwards (accuracy, AUC) rather than down (MAE)."""
     name = (metric_name or "").lower()
@@ -186,9 +193,7 @@ def assess(reference: Reference) -> dict[str, str]:
             continue
         mean, initial = float(np.mean(finals)), float(fig["initial"])
         sd = float(np.std(finals, ddof=1)) if len(finals) >= 2 else 0.0
-        label = {"loss": "training loss", "val_loss": "validation loss"}.get(
-            name, f"validation {reference.metric_name or 'metric'}"
-        )
+        label = _figure_words(name, reference.metric_name)
         moved = abs(initial - mean)
         floor = 0.005 if fig["bounded"] else 0.01 * abs(initial)
         n = len(finals)
@@ -213,7 +218,7 @@ def judging_note(assessment: dict[str, str], steps: int) -> str:
     cannot = [why for why in assessment.values() if why]
     if not cannot:
         return ""
-    can = [name.replace("val_", "validation ") for name, why in assessment.items() if not why]
+    can = [_figure_words(name) for name, why in assessment.items() if not why]
     judged = ", ".join(can) if can else "nothing"
     return (
         f"{'; '.join(cannot)}: judged on {judged} only; raise --steps above {steps} for the "
@@ -335,9 +340,7 @@ def judge(
         return "infeasible", f"{share:.0%} of steps skipped for overflow", gap, gaps
     if gap > fidelity.tolerance:
         worst = max(gaps, key=lambda name: gaps[name])
-        what = {"loss": "training loss", "val_loss": "validation loss"}.get(
-            worst, f"validation {reference.metric_name or 'metric'}"
-        )
+        what = _figure_words(worst, reference.metric_name)
         batch = result.curve.get("batch_size") or reference.batch_size
         where = f" at batch {batch} (yours {reference.batch_size})" if (
             batch != reference.batch_size) else ""  # fmt: skip
@@ -354,7 +357,6 @@ def judge(
 def better_note(gaps: dict[str, float]) -> str:
     """What a feasible candidate does better than FP32 beyond the noise, in words ("" if
     nothing): ``trains better than FP32: training loss 1.8 noise units below FP32's``."""
-    words = {"loss": "training loss", "val_loss": "validation loss", "val_metric": "metric"}
-    parts = [f"{words[name]} {-g:.1f} noise units better than FP32's"
+    parts = [f"{_figure_words(name)} {-g:.1f} noise units better than FP32's"
              for name, g in gaps.items() if g < -1]  # fmt: skip
     return "trains better than FP32: " + ", ".join(parts) if parts else ""

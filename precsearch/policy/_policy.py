@@ -115,21 +115,32 @@ class Policy:
             return "float32", "output"
         return self.default, "default"
 
+    def decide(self, records: list[LayerRecord]) -> list[tuple[str, str]]:
+        """``(dtype, rule)`` for each of a model's layer records, in walk order: what
+        :meth:`dtype_for` says, except that a layer inside another layer (its ``unit``)
+        takes that layer's dtype unless ``layers`` names it exactly (rule ``"unit"``)."""
+        out = []
+        decided: dict[str, str] = {}  # every layer's dtype by id: a unit's is its layers'
+        for record in records:
+            dtype, rule = self.dtype_for(record)
+            named = record.id in self.layers or record.name in self.layers
+            if record.unit is not None and record.unit in decided and not named:
+                dtype, rule = decided[record.unit], "unit"
+            decided[record.id] = dtype
+            out.append((dtype, rule))
+        return out
+
     def _plan(self, model: Any, strict: bool) -> list[tuple[LayerRecord, Any, str]]:
         plan = []
         used: set[str] = set()
-        decided: dict[str, str] = {}  # a unit's id -> its dtype, for the layers inside it
-        for record, layer in iter_layers(model):
-            dtype, rule = self.dtype_for(record)
-            used.add(rule)
+        walked = iter_layers(model)
+        decisions = self.decide([record for record, _ in walked])
+        for (record, layer), (dtype, _) in zip(walked, decisions, strict=True):
+            used.add(self.dtype_for(record)[1])
             # A types rule that only misses because the class's one layer is the output
             # still refers to something real.
             if record.is_output and record.class_name in self.types:
                 used.add(f"types[{record.class_name!r}]")
-            named = record.id in self.layers or record.name in self.layers
-            if record.unit is not None and record.unit in decided and not named:
-                dtype = decided[record.unit]
-            decided.setdefault(record.id, dtype)
             plan.append((record, layer, dtype))
         unused = [f"layers[{k!r}]" for k in self.layers] + [f"types[{k!r}]" for k in self.types]
         unused = [rule for rule in unused if rule not in used]

@@ -112,28 +112,38 @@ def ttq_text(ttq: dict[str, Any] | None) -> str:
 def assignments_summary(policy: Any, layers: list[dict[str, Any]]) -> list[str]:
     """Per-class lines of which dtype a policy gives each layer, from model info alone.
 
-    E.g. ``Conv2D (35 layers): bf16 33, fp32 2``. No TensorFlow is needed.
+    E.g. ``Conv2D (35 layers): bf16 33, fp32 2``; a class holding the output layer says
+    so: ``Dense (3 layers): bf16 2, fp32 1 (output logits: fp32)``. Layers inside another
+    layer take its dtype, as :meth:`~precsearch.policy.Policy.apply` gives it. No
+    TensorFlow is needed.
     """
     counts: dict[str, dict[str, int]] = {}
-    for layer in layers:
-        if layer["container"] or not layer["floating"]:
-            continue
-        record = LayerRecord(
+    outputs: dict[str, list[str]] = {}
+    records = [
+        LayerRecord(
             id=layer["id"],
             name=layer["name"],
             class_name=layer["class"],
             is_output=layer["output"],
-            is_model=False,
-            floating=True,
+            is_model=layer["container"],
+            floating=layer["floating"],
+            unit=layer.get("unit"),
         )
-        dtype, _ = policy.dtype_for(record)
+        for layer in layers
+    ]
+    for layer, record, (dtype, _) in zip(layers, records, policy.decide(records), strict=True):
+        if layer["container"] or not layer["floating"]:
+            continue
         per = counts.setdefault(layer["class"], {})
         per[SHORT[dtype]] = per.get(SHORT[dtype], 0) + 1
+        if record.is_output:
+            outputs.setdefault(layer["class"], []).append(f"{layer['id']}: {SHORT[dtype]}")
     lines = []
     for cls, per in sorted(counts.items(), key=lambda item: -sum(item[1].values())):
         total = sum(per.values())
         parts = ", ".join(f"{dtype} {n}" for dtype, n in sorted(per.items()))
-        lines.append(f"{cls} ({total} layer{'s' if total > 1 else ''}): {parts}")
+        out = f" (output {', '.join(outputs[cls])})" if cls in outputs else ""
+        lines.append(f"{cls} ({total} layer{'s' if total > 1 else ''}): {parts}{out}")
     return lines
 
 

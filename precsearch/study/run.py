@@ -66,6 +66,10 @@ __all__ = [
 ]
 
 
+# The objectives' names in Optuna (a plugin objective keeps its own).
+METRIC_NAMES = {"speedup": "speedup", "fidelity": "fidelity_gap"}
+
+
 def default_study_name(model_file: Path) -> str:
     """``studies/wide_mlp/model.py`` → ``wide_mlp``; ``my net.py`` → ``my_net``."""
     name = model_file.parent.name if model_file.stem == "model" else model_file.stem
@@ -214,6 +218,13 @@ def _open_search(run: _Run, storage: Any, space: SearchSpace, info: ModelInfo) -
     directions = [o.direction for o in run.objectives if o.direction]
     study, created = create_or_load(name, storage, sampler, directions)
     here = fingerprint(info.gpus)
+    if created:
+        # What Optuna's own plots and optuna-dashboard label the objectives with (the API
+        # is marked experimental in Optuna 5; its warning would only be noise here).
+        names = [METRIC_NAMES.get(o.name, o.name) for o in run.objectives if o.direction]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            study.set_metric_names(names)
     if created or study.user_attrs.get("space") is None:
         study.set_user_attr("space", described)
         study.set_user_attr("model_file", run.source)
