@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +38,16 @@ def _machine() -> str:
         f"Measured {m['date']} on a {m['cpu_count']}-core {m['cpu']} with "
         f"{', '.join(flags) or 'no vector flags of note'}: {kind}{'; ' + gpus if gpus else ''}."
     )
+
+
+def _elsewhere(page: str) -> str:
+    """``"; measured <date> on <cpu>"`` where a result page comes from another run than
+    machine.json's (a step not rerun), else nothing."""
+    m = json.loads((RESULTS / "machine.json").read_text())
+    found = re.search(r"Measured (\S+) on (.+?) \(", (RESULTS / page).read_text())
+    if found is None or found.groups() == (m["date"], m["cpu"]):
+        return ""
+    return f"; measured {found[1]} on {found[2]}"
 
 
 def _quality_table() -> list[str]:
@@ -71,7 +82,7 @@ def _repeatability() -> str:
     return (
         f"Repeatability: the whole confirmation run twice in separate processes gave the same "
         f"answer on {len(same)} of {len(by_example)} examples ({', '.join(same) or 'none'}); "
-        f"the FP32 copy read {copies} (`repeatability.md`)."
+        f"the FP32 copy read {copies} (`repeatability.md`{_elsewhere('repeatability.md')})."
     )
 
 
@@ -83,7 +94,7 @@ def _selection() -> str:
         f"`selection.md`): with three candidates that are FP32 under other labels, "
         f"{same['any_winner']} of {same['studies']} studies crowned one; a candidate measured "
         f"at {gain['c0_vs_fp32_whole_recording']} FP32 over the whole recording was found in "
-        f"{gain['c0_found']} of {gain['studies']}."
+        f"{gain['c0_found']} of {gain['studies']}{_elsewhere('selection.md')}."
     )
 
 
@@ -99,7 +110,7 @@ def _efficiency() -> str:
         "Search: replayed against an exhaustively measured space (every policy of a "
         "digits_cnn space timed against FP32), the share of the best measured speedup "
         f"found within 20 trials, mean over 5 seeds: {', '.join(parts)} "
-        "(`search_efficiency.md`)."
+        f"(`search_efficiency.md`{_elsewhere('search_efficiency.md')})."
     )
 
 
@@ -111,7 +122,8 @@ def _overhead() -> str:
     ]
     return (
         "Cost: the share of trial time that is not the measured blocks or training "
-        f"(references, tracing, warm-up, start-up): {', '.join(parts)} (`overhead.md`)."
+        f"(references, tracing, warm-up, start-up): {', '.join(parts)} "
+        f"(`overhead.md`{_elsewhere('overhead.md')})."
     )
 
 

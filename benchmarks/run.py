@@ -207,7 +207,7 @@ def quality() -> None:
     verdicts = [
         f"- **{r['example']}** ({r['trials']} trials: {r['statuses']}; LR rule {r['lr_rule']}; "
         f"judged on {r['judged_on']}; FP32 as a candidate: gap "
-        f"{r['fp32_as_a_candidate_gap'] if r['fp32_as_a_candidate_gap'] is not None else '-'}"
+        f"{'-' if r['fp32_as_a_candidate_gap'] is None else round(r['fp32_as_a_candidate_gap'], 2)}"
         f"): {r['verdict']}."
         for r in rows
     ]

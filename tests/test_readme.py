@@ -69,6 +69,24 @@ TINY = {
 
 
 @pytest.mark.slow
+def test_every_figure_in_the_results_prose_comes_from_a_results_file():
+    """The prose around the generated table quotes figures: each is in benchmarks/results/
+    (a ratio such as ``1.46x``, a decimal, a percentage), so none is typed from memory."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Results") :]
+    section = section[: section.index("\n## ", 1)]
+    generated = section[section.index("<!-- results: generated") : section.index("end -->")]
+    prose = section.replace(generated, "")
+    figures = set(re.findall(r"(?<![\w.-])(\d+\.\d+x?|\d+(?:\.\d+)?%)", prose))
+    assert figures, "the Results prose quotes no figure"
+    results = "\n".join(
+        path.read_text() for path in (ROOT / "benchmarks" / "results").rglob("*")
+        if path.suffix in (".md", ".csv", ".json")
+    )  # fmt: skip
+    missing = sorted(f for f in figures if f not in results)
+    assert not missing, f"README Results figures found in no results file: {missing}"
+
+
 def test_every_python_block_of_the_readme_runs(tmp_path, monkeypatch):
     """So that no example can go stale: each block runs, in order, on tiny inputs."""
     import keras
