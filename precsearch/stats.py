@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "CONFIDENCE",
     "HALF_WIDTH",
+    "confidently_slower",
     "half_width",
     "log_figures",
     "figures_text",
@@ -82,6 +83,28 @@ def ratio_bounds(logs: Sequence[float], alpha: float, seed: int = 0) -> tuple[fl
     if not (math.isfinite(low) and math.isfinite(high)):  # BCa degenerates: percentile
         low, high = np.quantile(result.bootstrap_distribution, [alpha, 1 - alpha], method="linear")
     return math.exp(float(low)), math.exp(float(high))
+
+
+def confidently_slower(logs: Sequence[float], look: int, alpha: float = 0.025) -> bool:
+    """Whether paired log ratios (candidate over FP32) put the candidate's speed below
+    FP32's beyond doubt: the check a trial makes after each block pair to stop early.
+
+    A one-sided Student-t upper bound of the mean log below 0. The check is repeated
+    (``look`` 1, 2, ... as pairs come in), so look ``k`` spends ``alpha / (k (k + 1))``:
+    over any number of looks at most ``alpha`` of equal-speed candidates stop. Not the
+    bootstrap: with three to eight pairs its interval covers far less than its level
+    (three pairs all on one side of the true mean happen one time in four).
+    """
+    import numpy as np
+    from scipy import stats
+
+    values = np.asarray(logs, dtype=float)
+    if values.size < 2 or look < 1:
+        return False
+    mean, sd = float(values.mean()), float(values.std(ddof=1))
+    level = 1 - alpha / (look * (look + 1))
+    upper = mean + float(stats.t.ppf(level, values.size - 1)) * sd / math.sqrt(values.size)
+    return upper < 0
 
 
 def log_figures(

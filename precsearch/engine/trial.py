@@ -12,9 +12,11 @@ their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
    at least :data:`~precsearch.engine.instrument.MIN_BLOCK_S` long
    (:func:`precsearch.engine.instrument.interleave`), the candidate training on from the
    same data order as the FP32 runs: the speedup is the geometric mean of the pairs'
-   ratios, with its bootstrap interval, the estimator of the confirmation. Once three
-   pairs show it confidently slower than FP32 (the interval's top under 1), it stops
-   (``too_slow``; not the FP32 baseline, nor with ``budget.stop_slow`` off); blocks are
+   ratios, with its bootstrap interval, the estimator of the confirmation. From three
+   pairs on, once it is confidently slower than FP32
+   (:func:`precsearch.stats.confidently_slower`: a t bound below 1, corrected for the
+   repeated looks), it stops (``too_slow``; not the FP32 baseline, nor with
+   ``budget.stop_slow`` off); blocks are
    added until the interval is ±3% or ``budget.max_blocks``;
 4. trains on to the budget's samples, evaluating validation data there, and on up to
    1.5x the budget while its smoothed loss has not reached FP32's quality target;
@@ -51,7 +53,7 @@ from precsearch.engine.problem import Problem
 from precsearch.policy import Policy
 from precsearch.policy.layers import scalar
 from precsearch.records import Budget, Fidelity, Reference, TrialResult
-from precsearch.stats import HALF_WIDTH, half_width, log_figures
+from precsearch.stats import HALF_WIDTH, confidently_slower, half_width, log_figures
 
 __all__ = ["MIN_PAIRS", "run_trial"]
 
@@ -120,10 +122,11 @@ def _time_blocks(
     def more(pairs: int, ratios: list[float]) -> bool:
         if pairs < MIN_PAIRS:
             return True
-        figures = log_figures([math.log(r) for r in ratios])
-        if may_stop and figures["high"] < 1:
+        logs = [math.log(r) for r in ratios]
+        if may_stop and confidently_slower(logs, look=pairs - MIN_PAIRS + 1):
             verdict["slow"] = True
             return False
+        figures = log_figures(logs)
         precise = half_width(figures) <= HALF_WIDTH
         return not precise and (budget.max_blocks is None or pairs < budget.max_blocks)
 

@@ -1,0 +1,61 @@
+"""A trial's early stop as too slow (stats.confidently_slower), proven on simulated block
+pairs: how often a candidate as fast as FP32 is stopped, and how often a slow one is."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from precsearch.engine.trial import MIN_PAIRS
+from precsearch.records import Budget
+from precsearch.stats import confidently_slower
+
+LOOKS = Budget().max_blocks - MIN_PAIRS + 1  # the checks a trial makes, 3 pairs to the last
+
+
+def pair_logs(true: float, rng: np.random.Generator) -> list[float]:
+    """Block pairs as a shared 2-core CPU gives them: 5% noise per pair, and one block in
+    ten stalled by 5-50%, on either side of the pair."""
+    logs = []
+    for _ in range(MIN_PAIRS + LOOKS - 1):
+        stall = math.log(rng.uniform(1.05, 1.5)) * rng.choice([-1, 1]) if rng.random() < 0.1 else 0
+        logs.append(math.log(true) + rng.normal(0, 0.05) + stall)
+    return logs
+
+
+def stopped(true: float, trials: int, seed: int) -> int:
+    """How many of ``trials`` simulated trials stop as too slow at any of their looks
+    (none stops early for precision here: every look is taken, the worst case)."""
+    rng = np.random.default_rng(seed)
+    count = 0
+    for _ in range(trials):
+        logs = pair_logs(true, rng)
+        looks = range(1, LOOKS + 1)
+        count += any(confidently_slower(logs[: MIN_PAIRS + k - 1], k) for k in looks)
+    return count
+
+
+def test_a_candidate_as_fast_as_fp32_is_stopped_in_at_most_two_and_a_half_percent(figure):
+    trials = 2000
+    false = stopped(1.0, trials, seed=0)
+    figure(f"early stop: a candidate as fast as FP32 stopped as too slow in {false}/{trials}")
+    assert false / trials <= 0.025
+
+
+def test_a_candidate_at_seventy_percent_of_fp32_is_stopped_in_nine_of_ten(figure):
+    trials = 500
+    found = stopped(0.7, trials, seed=1)
+    figure(f"early stop: a 0.7x candidate stopped in {found}/{trials}")
+    assert found / trials >= 0.9
+
+
+def test_the_bound_is_corrected_for_the_looks():
+    logs = [-0.06, -0.02, -0.04]  # three pairs near 0.96x
+    assert confidently_slower(logs, look=1, alpha=0.5)  # a lax level says slower
+    assert not confidently_slower(logs, look=1)  # 3 pairs: the t bound reaches above 1
+    clear = [-0.36, -0.35, -0.37]  # 0.70x, little noise
+    assert confidently_slower(clear, look=1) and not confidently_slower(clear[:1], look=1)
+    # The same evidence counts for less at a later look.
+    borderline = [-0.10, -0.02, -0.06, -0.05, -0.07]
+    assert confidently_slower(borderline, look=1) and not confidently_slower(borderline, look=30)
