@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from precsearch.plugins import Exporter
@@ -31,22 +30,18 @@ class TrialsCsv(Exporter):
 
 
 class SavedModel(Exporter):
-    """``saved_model/``: the model trained under the winner, via ``model.export()``.
+    """``saved_model/``: the model trained under the winner, for ``tf.saved_model.load``
+    and TF Serving.
 
-    Its serving signature takes and returns float32 (the output layer computes in
-    float32); load it with ``tf.saved_model.load``.
+    Its ``serving_default`` signature takes the inputs by the model's input layer names
+    and returns the outputs by its output layer names, floating outputs as float32 (what
+    each holds, probabilities or logits, is in the policy's manifest under ``serving``).
     """
 
     name = "saved_model"
     needs_model = True
 
     def export(self, winner: Winner, directory: Path) -> list[Path]:
-        import shutil
+        from precsearch.policy.serving import export_saved_model
 
-        path = directory / "saved_model"
-        tmp = directory / "saved_model.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        winner.model.export(str(tmp), verbose=False)
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
-        return [path]
+        return [export_saved_model(winner.model, directory / "saved_model")]

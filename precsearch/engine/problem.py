@@ -21,6 +21,7 @@ from typing import Any
 from precsearch.errors import UserInputError, is_resource_problem, missing_module, one_line
 from precsearch.policy import Policy
 from precsearch.policy.layers import model_layers
+from precsearch.policy.serving import SIGNATURE, output_kinds, serving_names
 from precsearch.records import ModelInfo, ModelSpec
 
 __all__ = ["Problem", "import_tensorflow"]
@@ -270,7 +271,18 @@ class Problem:
             gpus=self._gpus(),
             dropped_compile_args=self.dropped_compile_args,
             optimizer=self._optimizer_name(),
+            serving=self._serving(model),
         )
+
+    def _serving(self, model: Any) -> dict[str, Any]:
+        """The SavedModel signature's names and what each output holds."""
+        loss = self.compile_kwargs(user=True).get("loss")
+        names = serving_names(model)
+        return {
+            "signature": SIGNATURE,
+            "inputs": names[0] if names else [],
+            "outputs": output_kinds(model, loss),
+        }
 
     def _optimizer_name(self) -> str:
         """The class name of the user's optimizer (inside a loss-scale wrapper)."""

@@ -17,6 +17,7 @@ from precsearch.engine.problem import Problem
 from precsearch.policy import Policy, load_policy
 from precsearch.policy.layers import scalar
 from precsearch.policy.numerics import PolicyGuard
+from precsearch.policy.serving import export_saved_model
 
 __all__ = ["train"]
 
@@ -60,7 +61,7 @@ def _fit(problem: Problem, policy: Policy, epochs: int, steps: int | None, out: 
     run = {"final": final, "seconds": seconds, "learning_rate": learning_rate}
     if guard.stopped:
         return {**run, "stopped": guard.stopped}
-    model.export(str(out / "saved_model"), verbose=False)
+    export_saved_model(model, out / "saved_model")
     return {**run, "stopped": "", "saved_model": str(out / "saved_model")}
 
 

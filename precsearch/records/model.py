@@ -96,6 +96,9 @@ class ModelInfo:
             (``run_eagerly``, also set on the model itself: steps are traced and timed
             as graphs); :meth:`notes` says so.
         optimizer: The class name of the user's optimizer (for the LR rule).
+        serving: The exported signature: ``inputs`` (names) and ``outputs`` (name ->
+            what it holds: probabilities, logits or values); empty names where Keras
+            generates them (a subclassed model).
     """
 
     source: str
@@ -115,6 +118,7 @@ class ModelInfo:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     dropped_compile_args: list[str] = field(default_factory=list)
     optimizer: str = ""
+    serving: dict[str, Any] = field(default_factory=dict)
 
     def notes(self) -> list[str]:
         """What precsearch changed about the user's training, for people (the run's

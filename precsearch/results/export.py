@@ -144,6 +144,8 @@ def best_policy_with_manifest(study: Any) -> Policy:
             # Kept out of every trial and of this policy's figures (graphs are timed).
             "dropped_compile_args": info.get("dropped_compile_args", []),
         },
+        # The exported SavedModel's signature: input and output names, what each output holds.
+        "serving": info.get("serving") or {},
         "feasible": is_feasible(trial),
         "is_fp32": record.best_is_fp32,
         "verdict": record.verdict,

@@ -12,7 +12,7 @@ def build_model():
 
     model = keras.Sequential(
         [
-            keras.Input((FEATURES,)),
+            keras.Input((FEATURES,), name="features"),
             keras.layers.Dense(1024, activation="relu", name="dense_1"),
             keras.layers.Dense(1024, activation="relu", name="dense_2"),
             keras.layers.Dense(CLASSES, name="logits"),
