@@ -62,6 +62,9 @@ def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
     assert {"tensorflow", "keras", "precsearch"} <= set(manifest["versions"])
     assert {"cpu", "cpu_low_precision_flags", "gpus"} <= set(manifest["hardware"])
     assert set(confirmed["peers"]) == {"global", "graph_rewrite"}
+    # What a TF Serving client sends and gets back (its names checked by test_serving.py).
+    assert manifest["serving"]["outputs"] == {"logits": "logits"}
+    assert len(manifest["serving"]["inputs"]) == 1
     for peer in confirmed["peers"].values():
         # A peer is a ratio only when it trained like FP32.
         assert (peer["status"] == "feasible") == ("vs_fp32" in peer), peer
@@ -88,6 +91,8 @@ def test_saved_model_loads_and_predicts(tiny_study):
     out = loaded.serve(tf.constant(np.zeros((3, 16), "float32")))
     assert out.shape == (3, 4) and out.dtype == tf.float32
     assert np.isfinite(out.numpy()).all()
+    served = loaded.signatures["serving_default"]
+    assert set(served.structured_outputs) == {"logits"}
 
 
 @pytest.mark.slow
@@ -114,6 +119,10 @@ def test_show_and_export(tiny_study, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "confirmed vs FP32" in shown.stdout and "Answer (fresh rounds):" in shown.stdout
     assert "Dense (" in shown.stdout
+    assert "SavedModel signature 'serving_default': inputs " in shown.stdout
+    assert shown.stdout.split("SavedModel signature")[1].splitlines()[0].endswith(
+        "; outputs logits: logits"
+    )
     out = tmp_path / "out"
     exported = run_cli("export", str(folder), "--to", str(out))
     assert exported.returncode == 0, exported.stderr

@@ -30,6 +30,7 @@ __all__ = [
 
 def cmd_policy(args: argparse.Namespace) -> int:
     from precsearch.policy import load_policy
+    from precsearch.results.report import serving_text
 
     policy = load_policy(args.file)
     print(f"{args.file}: valid {policy.to_dict()['format']} policy")
@@ -52,6 +53,9 @@ def cmd_policy(args: argparse.Namespace) -> int:
         rule = f"lr rule {policy.lr_rule}, from batch {policy.base_batch_size}"
         print(f"  batch size   {policy.batch_size} ({rule}: x{policy.lr_factor():.3g})")
     print(f"  jit_compile  {policy.jit_compile}")
+    serving = serving_text(policy.manifest.get("serving") or {})
+    if serving:
+        print(f"  {serving}")
     return 0
 
 
@@ -195,7 +199,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from precsearch.results.report import assignments_summary, pareto_table
+    from precsearch.results.report import assignments_summary, pareto_table, serving_text
     from precsearch.study.api import load_study
 
     result = load_study(args.study, storage=args.storage, out=args.out)
@@ -232,6 +236,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
         for line in assignments_summary(policy, layers):
             print(f"  {line}")
+        serving = serving_text(policy.manifest.get("serving") or {})
+        if serving:
+            print(serving)
     print()
     paths = {"study folder": result.study_dir}
     for name in ("study.journal", "trials.csv", "best_policy.json", "saved_model", "report.html"):

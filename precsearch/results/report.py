@@ -13,6 +13,7 @@ __all__ = [
     "assignments_summary",
     "pareto_rows",
     "pareto_table",
+    "serving_text",
     "summarize_policy",
     "ttq_text",
     "time_split",
@@ -159,6 +160,20 @@ PHASES = (
     ("training on", ("train",)),
     ("evaluation", ("evaluate",)),
 )
+
+
+def serving_text(serving: dict[str, Any]) -> str | None:
+    """One line on the exported SavedModel's signature: what a TF Serving client sends
+    and gets back (``ModelInfo.serving``); None where the study did not record it."""
+    outputs = serving.get("outputs") or {}
+    if not outputs:
+        return None
+    signature = f"SavedModel signature {serving.get('signature')!r}"
+    if not serving.get("inputs"):  # a subclassed model: Keras names them
+        kinds = ", ".join(outputs.values())
+        return f"{signature}: inputs and outputs as Keras names them; the output holds {kinds}"
+    held = "; ".join(f"{name}: {kind}" for name, kind in outputs.items())
+    return f"{signature}: inputs {', '.join(serving['inputs'])}; outputs {held}"
 
 
 def time_split(results: list[TrialResult]) -> tuple[dict[str, float], float, float]:
