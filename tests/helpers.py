@@ -137,6 +137,6 @@ def tensorboard_scalars(folder: Path) -> dict[str, list[ScalarPoint]]:
     events.Reload()
     out = {}
     for tag in events.Tags()["tensors"]:
-        assert events.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"
-        out[tag] = [ScalarPoint(e) for e in events.Tensors(tag)]
+        if events.SummaryMetadata(tag).plugin_data.plugin_name == "scalars":  # not hparams
+            out[tag] = [ScalarPoint(e) for e in events.Tensors(tag)]
     return out

@@ -109,8 +109,10 @@ def test_writing_tensorboard_runs_in_the_study_process_loads_no_tensorflow(tmp_p
     code = (
         "import sys; from pathlib import Path\n"
         "from precsearch.results.tensorboard_logs import _writer\n"
-        f"with _writer(Path({str(tmp_path)!r}) / 'run') as write:\n"
-        "    write('loss', 1.5, 32)\n"
+        f"with _writer(Path({str(tmp_path)!r}) / 'run') as run:\n"
+        "    run.scalar('loss', 1.5, 32)\n"
+        "    run.text('gradient_norms', '| layer | norm |', 32)\n"
+        "    run.hparams({'run': 'trial', 'batch_size': 32}, {}, 'trial 0')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -123,3 +125,4 @@ def test_writing_tensorboard_runs_in_the_study_process_loads_no_tensorflow(tmp_p
     events.Reload()
     points = [(e.step, float(make_ndarray(e.tensor_proto))) for e in events.Tensors("loss")]
     assert points == [(32, 1.5)]
+    assert "_hparams_/session_start_info" in events.Tags()["tensors"]

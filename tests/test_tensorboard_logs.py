@@ -6,11 +6,12 @@ import optuna
 import pytest
 from helpers import MODELS
 from helpers import tensorboard_scalars as scalars
+from optuna.distributions import CategoricalDistribution
 
 from precsearch import LossScale, Policy
 from precsearch.loaders import load_model_file
 from precsearch.records import Budget
-from precsearch.results.tensorboard_logs import TensorBoardLog
+from precsearch.results.tensorboard_logs import METRICS, TensorBoardLog, _Run
 
 
 @pytest.mark.slow
@@ -19,13 +20,14 @@ def test_every_trial_and_fp32_reference_run_is_a_tensorboard_run(tiny_study):
     assert "tensorboard:" in first.stdout
     runs = folder / "tensorboard"
     fp32 = scalars(runs / "trial_0000_fp32")
-    assert {"loss", "step_ms/fp32", "step_ms/candidate", "speedup", "fidelity_gap"} <= set(fp32)
-    assert {"gradient_norm/global", "gradient_norm/hidden", "gradient_norm/logits"} <= set(fp32)
+    timed = {"step_ms_by_timed_call/fp32", "step_ms_by_timed_call/candidate"}
+    assert {"loss", "speedup", "fidelity_gap", "feasible", *timed} <= set(fp32)
+    assert not [tag for tag in fp32 if tag.startswith("gradient_norm")]  # one table instead
     # Loss by samples seen: the tiny model's batch is 32, its budget 20 steps (a trial's
     # curve goes on for its time to quality, up to 1.5 budgets).
     steps = [e.step for e in fp32["loss"]]
     assert steps[:20] == [32 * (i + 1) for i in range(20)] and steps[-1] <= 1.5 * 20 * 32
-    assert all(e.value > 0 for e in fp32["step_ms/candidate"])
+    assert all(e.value > 0 for e in fp32["step_ms_by_timed_call/candidate"])
     assert (runs / "trial_0001_global_bfloat16").is_dir()
     seeds = sorted((runs / "fp32_bs32_20calls").iterdir())
     assert [s.name for s in seeds] == ["seed_1", "seed_2", "seed_3"]  # seed 0 is the trials'
@@ -67,21 +69,32 @@ def a_study_with_one_trial_and_one_reference() -> optuna.Study:
         "curve": {"samples": [32, 64, 96], "loss": [1.0, 0.9, 0.8]},
         "speedup": 1.5,
         "fidelity_gap": 0.1,
+        "time_to_quality": {"speedup": 1.25},
+        "step_times": {"candidate": [0.002, 0.003], "fp32": [0.004, 0.004]},
+        "gradient_norms": {"global": 2.5, "hidden": 2.0, "logits": 1.5},
     }
-    study.add_trial(optuna.trial.create_trial(values=[1.5, 0.1], user_attrs={"result": result}))
+    trial = optuna.trial.create_trial(
+        values=[1.5, 0.1],
+        params={"dtype:Dense": "bfloat16", "batch_size": 64},
+        distributions={
+            "dtype:Dense": CategoricalDistribution(["float32", "bfloat16"]),
+            "batch_size": CategoricalDistribution([32, 64]),
+        },
+        user_attrs={"result": result},
+        constraints={"fidelity": -0.9},  # feasible
+    )
+    study.add_trial(trial)
     reference = {"batch_size": 32, "steps": 3, "curves": [[1.0, 0.9, 0.8]]}
     study.set_user_attr(SharedReferences.PREFIX + "fp32.json", reference)
     return study
 
 
-@pytest.mark.parametrize("interrupted_at", [1, 6])  # in the trial's run; in the reference's
+@pytest.mark.parametrize("interrupted_at", [1, 12])  # in the trial's run; in the reference's
 def test_an_interrupted_run_leaves_no_folder_and_is_written_again(
     tmp_path, monkeypatch, interrupted_at
 ):
-    from tensorboard.summary import Writer
-
     study = a_study_with_one_trial_and_one_reference()
-    add_scalar = Writer.add_scalar
+    add_scalar = _Run.scalar
     calls = []
 
     def interrupt(self, *args, **kwargs):
@@ -90,15 +103,58 @@ def test_an_interrupted_run_leaves_no_folder_and_is_written_again(
             raise KeyboardInterrupt  # the user's Ctrl-C, in the middle of a run
         return add_scalar(self, *args, **kwargs)
 
-    monkeypatch.setattr(Writer, "add_scalar", interrupt)
+    monkeypatch.setattr(_Run, "scalar", interrupt)
     with pytest.raises(KeyboardInterrupt):
         TensorBoardLog(tmp_path).write_all(study)
-    monkeypatch.setattr(Writer, "add_scalar", add_scalar)
+    monkeypatch.setattr(_Run, "scalar", add_scalar)
     trial, reference = tmp_path / "trial_0000", tmp_path / "fp32_bs32_3calls" / "seed_0"
     # Complete or absent: the interrupted run has no folder (nor a leftover beside it).
-    assert (trial.is_dir(), reference.is_dir()) == (interrupted_at > 5, False)
+    assert (trial.is_dir(), reference.is_dir()) == (interrupted_at > 11, False)
     assert [p.name for p in tmp_path.rglob("*") if p.name.startswith(".")] == []
     TensorBoardLog(tmp_path).write_all(study)
     assert [e.step for e in scalars(trial)["loss"]] == [32, 64, 96]
     assert [e.value for e in scalars(trial)["speedup"]] == [1.5]
     assert [e.step for e in scalars(reference)["loss"]] == [32, 64, 96]
+
+
+def test_the_hparams_dashboard_compares_trials_and_references_by_policy(tmp_path):
+    """What TensorBoard's HParams plugin reads, through TensorBoard's own loader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import metadata as hp
+    from tensorboard.plugins.text import metadata as text
+
+    TensorBoardLog(tmp_path).write_all(a_study_with_one_trial_and_one_reference())
+
+    def session(folder):
+        events = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+        events.Reload()
+        content = events.PluginTagToContent(hp.PLUGIN_NAME)
+        assert {hp.EXPERIMENT_TAG, hp.SESSION_START_INFO_TAG, hp.SESSION_END_INFO_TAG} <= set(
+            content
+        )
+        experiment = hp.parse_experiment_plugin_data(content[hp.EXPERIMENT_TAG])
+        start = hp.parse_session_start_info_plugin_data(content[hp.SESSION_START_INFO_TAG])
+        values = {}
+        for name, value in start.hparams.items():
+            kind = value.WhichOneof("kind")
+            values[name] = getattr(value, kind)
+        return events, experiment, values
+
+    events, experiment, values = session(tmp_path / "trial_0000")
+    assert values == {"run": "trial", "dtype:Dense": "bfloat16", "batch_size": 64.0}
+    infos = {info.name: info for info in experiment.hparam_infos}
+    assert sorted(infos["dtype:Dense"].domain_discrete) == ["bfloat16", "float32"]
+    assert [m.name.tag for m in experiment.metric_infos] == list(METRICS)
+    logged = {
+        tag: [e.value for e in points] for tag, points in scalars(tmp_path / "trial_0000").items()
+    }
+    assert logged["speedup"] == [1.5] and logged["time_to_quality"] == [1.25]
+    assert logged["feasible"] == [1.0]  # its constraint was met
+    assert logged["step_ms_by_timed_call/candidate"] == pytest.approx([2.0, 3.0])
+    assert events.SummaryMetadata("gradient_norms").plugin_data.plugin_name == text.PLUGIN_NAME
+    table = events.Tensors("gradient_norms")[0].tensor_proto.string_val[0].decode()
+    assert "| hidden | 2 |" in table and "| global | 2.5 |" in table
+
+    _, _, reference = session(tmp_path / "fp32_bs32_3calls" / "seed_0")
+    assert reference == {"run": "fp32 reference", "batch_size": 32.0, "jit_compile": False,
+                         "seed": 0.0}  # fmt: skip

@@ -1,18 +1,22 @@
 """TensorBoard event files of a study: one run per trial and per FP32 reference run.
 
 Written by the study process from what each trial recorded and stored (no second
-training pass, and no TensorFlow: TensorBoard's own numpy-only writer), under
-``studies/<name>/tensorboard/``:
+training pass, and no TensorFlow: TensorBoard's own numpy-only protos and event writer),
+under ``studies/<name>/tensorboard/``. Every tag has one x axis, named in it or here:
 
 * ``trial_0003`` (``trial_0000_fp32``, ``trial_0001_global_bfloat16`` for the baselines):
   ``loss`` by samples seen — the x axis every run shares, since trials are judged at
-  equal samples — ``loss_scale`` by samples under dynamic loss scaling,
-  ``step_ms/candidate`` and ``step_ms/fp32`` for every timed call in block order,
-  ``gradient_norm/global`` and ``gradient_norm/<layer>`` after training, and
-  ``speedup`` and ``fidelity_gap`` at the budget's last sample;
-* ``fp32_bs32_20calls/seed_0``, ``seed_1``, ... (``fp32_bs32_xla_20calls`` under XLA):
+  equal samples — ``loss_scale`` by samples under dynamic loss scaling;
+  ``step_ms_by_timed_call/candidate`` and ``.../fp32``, one point per timed call in
+  block order; ``speedup``, ``fidelity_gap``, ``time_to_quality`` (FP32's time to the
+  target over the trial's) and ``feasible`` (1 or 0) at the budget's last sample; the
+  gradient norms per layer after training as one table (the Text dashboard,
+  ``gradient_norms``); and the trial's parameters as hparams, those four figures its
+  metrics, so that the HParams dashboard compares the whole study;
+* ``fp32_bs32_20calls/seed_1``, ``seed_2``, ... (``fp32_bs32_xla_20calls`` under XLA):
   the FP32 reference runs at a batch size and a number of training calls (the band every
-  trial is judged against), ``loss`` by samples seen.
+  trial is judged against), ``loss`` by samples seen, with hparams ``run`` (``fp32
+  reference``), ``batch_size``, ``jit_compile`` and ``seed``.
 
 Each run's folder is written whole or not at all: one that an interrupted study left
 unwritten is written by the next ``precsearch run`` or ``report``.
@@ -22,15 +26,25 @@ unwritten is written by the next ``precsearch run`` or ``report``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from precsearch.files import folder_atomic
 from precsearch.study.storage import stored_references
+from precsearch.study.trials import is_feasible
 
-__all__ = ["TensorBoardLog", "run_name"]
+__all__ = ["METRICS", "TensorBoardLog", "run_name"]
+
+# The HParams dashboard's metrics: scalar tags every trial run ends with.
+METRICS = {
+    "speedup": "speedup vs FP32 (the trial's own timed blocks)",
+    "fidelity_gap": "fidelity gap (noise units; feasible at most the tolerance)",
+    "time_to_quality": "time to FP32's quality, FP32's over the trial's",
+    "feasible": "1 if the trial trained like FP32 within the tolerance",
+}
 
 
 def run_name(trial: Any) -> str:
@@ -73,23 +87,29 @@ class TensorBoardLog:
         folder = self.directory / run_name(trial)
         if folder.exists():
             return False
-        with _writer(folder) as write:
+        result = {**result, "feasible": float(is_feasible(trial))}
+        ttq = (result.get("time_to_quality") or {}).get("speedup")
+        hparams = {"run": str(trial.user_attrs.get("baseline") or "trial"), **trial.params}
+        with _writer(folder) as run:
+            run.hparams(hparams, trial.distributions, f"trial {trial.number}")
             curve = result.get("curve") or {}
             samples = curve.get("samples") or []
             for seen, loss in zip(samples, curve.get("loss") or [], strict=False):
-                write("loss", loss, seen)
+                run.scalar("loss", loss, seen)
             # One scale per call, like the loss, and down-sampled the same way.
             scales = (result.get("numerics") or {}).get("loss_scale") or []
             for seen, scale in zip(samples, scales, strict=False):
-                write("loss_scale", scale, seen)
+                run.scalar("loss_scale", scale, seen)
             for side, times in (result.get("step_times") or {}).items():
                 for i, seconds in enumerate(times):
-                    write(f"step_ms/{side}", seconds * 1e3, i)
+                    run.scalar(f"step_ms_by_timed_call/{side}", seconds * 1e3, i)
             end = samples[-1] if samples else 0
-            for layer, norm in (result.get("gradient_norms") or {}).items():
-                write(f"gradient_norm/{layer}", norm, end)
-            for name in ("speedup", "fidelity_gap"):
-                write(name, result.get(name), end)
+            norms = result.get("gradient_norms") or {}
+            if norms:
+                rows = "\n".join(f"| {layer} | {norm:.4g} |" for layer, norm in norms.items())
+                run.text("gradient_norms", f"| layer | gradient norm |\n|---|---|\n{rows}", end)
+            for name in METRICS:
+                run.scalar(name, ttq if name == "time_to_quality" else result.get(name), end)
         return True
 
     def write_references(self, study: Any) -> None:
@@ -103,9 +123,16 @@ class TensorBoardLog:
                 folder = group / f"seed_{seed}"
                 if folder.exists():
                     continue
-                with _writer(folder) as write:
+                with _writer(folder) as run:
+                    hparams = {
+                        "run": "fp32 reference",
+                        "batch_size": ref["batch_size"],
+                        "jit_compile": bool(ref.get("jit_compile")),
+                        "seed": seed,
+                    }
+                    run.hparams(hparams, {}, f"{group.name}/seed_{seed}")
                     for i, loss in enumerate(losses):
-                        write("loss", loss, per * (i + 1))
+                        run.scalar("loss", loss, per * (i + 1))
 
 
 def _without_tensorflow() -> None:
@@ -123,21 +150,94 @@ def _without_tensorflow() -> None:
         sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("notf"))
 
 
+class _Run:
+    """One run's event file: scalars, text and HParams data as TensorBoard writes them,
+    built from TensorBoard's protos (no TensorFlow)."""
+
+    def __init__(self, folder: Path) -> None:
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self.events = EventFileWriter(str(folder))
+
+    def _emit(self, tag: str, tensor: Any, metadata: Any, step: int) -> None:
+        from tensorboard.compat.proto import event_pb2
+
+        event = event_pb2.Event(wall_time=time.time(), step=int(step))
+        event.summary.value.add(tag=tag, tensor=tensor, metadata=metadata)
+        self.events.add_event(event)
+
+    def scalar(self, tag: str, value: float | None, step: int) -> None:
+        """A point of the scalars dashboard; ``None`` is skipped."""
+        if value is None:
+            return
+        from tensorboard.compat.proto import summary_pb2
+        from tensorboard.plugins.scalar import metadata
+        from tensorboard.util import tensor_util
+
+        meta = metadata.create_summary_metadata(display_name=tag, description="")
+        meta.data_class = summary_pb2.DataClass.DATA_CLASS_SCALAR
+        self._emit(tag, tensor_util.make_tensor_proto(float(value)), meta, step)
+
+    def text(self, tag: str, markdown: str, step: int) -> None:
+        """A Markdown text (tables render) on the Text dashboard."""
+        from tensorboard.compat.proto import summary_pb2
+        from tensorboard.plugins.text import metadata
+        from tensorboard.util import tensor_util
+
+        meta = metadata.create_summary_metadata(display_name=tag, description="")
+        meta.data_class = summary_pb2.DataClass.DATA_CLASS_TENSOR
+        self._emit(tag, tensor_util.make_tensor_proto(markdown), meta, step)
+
+    def hparams(self, values: dict[str, Any], distributions: dict[str, Any], group: str) -> None:
+        """The run as one HParams session: the experiment (every hparam with its choices,
+        the :data:`METRICS`), the run's values, and its end."""
+        from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2, summary_v2
+        from tensorboard.plugins.hparams import metadata as hp
+
+        names = {"run": None, "seed": None, "batch_size": None, "jit_compile": None}
+        names.update({name: d for name, d in distributions.items()})
+        infos = [summary_v2.HParam(name, _domain(names[name])) for name in names]
+        metrics = [summary_v2.Metric(tag, description=text) for tag, text in METRICS.items()]
+        values = {k: _hparam_value(v) for k, v in values.items()}
+        summaries = [
+            summary_v2.hparams_config_pb(infos, metrics),
+            summary_v2.hparams_pb(values, trial_id=group),
+        ]
+        end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS)
+        meta = hp.create_summary_metadata(plugin_data_pb2.HParamsPluginData(session_end_info=end))
+        for summary in summaries:
+            for value in summary.value:
+                self._emit(value.tag, value.tensor, value.metadata, 0)
+        self._emit(hp.SESSION_END_INFO_TAG, hp.NULL_TENSOR, meta, 0)
+
+    def close(self) -> None:
+        self.events.close()
+
+
+def _hparam_value(value: Any) -> bool | float | str:
+    return value if isinstance(value, bool | int | float | str) else str(value)
+
+
+def _domain(distribution: Any) -> Any:
+    """An hparam's choices (an Optuna categorical's), where they are of one type."""
+    from tensorboard.plugins.hparams import summary_v2
+
+    choices = [_hparam_value(c) for c in getattr(distribution, "choices", ())]
+    kinds = {bool if isinstance(c, bool) else float if isinstance(c, int | float) else str
+             for c in choices}  # fmt: skip
+    if not choices or len(kinds) > 1:
+        return None
+    return summary_v2.Discrete([float(c) if kinds == {float} else c for c in choices])
+
+
 @contextmanager
-def _writer(folder: Path) -> Iterator[Callable[[str, float | None, int], None]]:
-    """``write(tag, value, step)`` into a new run folder, which appears when the block
-    ends without error; ``None`` values are skipped."""
+def _writer(folder: Path) -> Iterator[_Run]:
+    """A :class:`_Run` writing into a new run folder, which appears when the block ends
+    without error."""
     _without_tensorflow()
-    from tensorboard.summary import Writer
-
     with folder_atomic(folder) as partial:
-        writer = Writer(str(partial))
-
-        def write(tag: str, value: float | None, step: int) -> None:
-            if value is not None:
-                writer.add_scalar(tag, float(value), step=int(step))
-
+        run = _Run(partial)
         try:
-            yield write
+            yield run
         finally:
-            writer.close()
+            run.close()
