@@ -24,7 +24,13 @@ from precsearch.records import Budget, TrialResult
 from precsearch.study.options import SearchOptions
 from precsearch.study.space import SearchSpace
 from precsearch.study.storage import redact, storage_failure
-from precsearch.study.trials import fp32_result, is_feasible, is_repeat
+from precsearch.study.trials import (
+    fp32_result,
+    is_feasible,
+    is_repeat,
+    named_constraints,
+    set_constraints,
+)
 
 __all__ = ["Progress", "make_objective", "make_sampler", "search_trials"]
 
@@ -113,7 +119,11 @@ class Progress:
         bar = "#" * filled + "-" * (width - filled)
         what = f"trial {trial.number:>3} {status:<10}"
         if trial.values:
-            what += f" speedup {trial.values[0]:5.2f}x gap {trial.values[1]:7.2f}"
+            # The measured gap: a trial stopped before it was judged has none (its
+            # objective value is only a penalty for the sampler).
+            gap = (trial.user_attrs.get("result") or {}).get("fidelity_gap")
+            finite = isinstance(gap, float | int) and math.isfinite(gap)
+            what += f" speedup {trial.values[0]:5.2f}x gap {f'{gap:7.2f}' if finite else '-':>7}"
         reason = trial.user_attrs.get("reason", "")
         best = f"{self.best:.2f}x" if self.best is not None else "none yet"
         line = f"[{bar}] {self.done}/{self.total} {what} | best feasible {best}"
@@ -161,8 +171,7 @@ def make_objective(
                 for attr in ("result", "status", "reason"):
                     trial.set_user_attr(attr, done.user_attrs.get(attr, ""))
                 trial.set_user_attr("duplicate_of", done.number)
-                for name, value in (done.constraints or {}).items():
-                    trial.set_constraint(name, value)
+                set_constraints(trial, named_constraints(done))
                 return tuple(done.values)
         result = executor.run_trial(policy, budget)
         trial.set_user_attr("result", result.to_dict(max_points=MAX_CURVE_POINTS))
@@ -179,17 +188,18 @@ def make_objective(
             trial.study.enqueue_trial(twin, user_attrs={"twin_of": trial.number},
                                       skip_if_exists=True)  # fmt: skip
         ref = reference(trial.study)
-        values = []
+        values, constraints = [], {}
         for plugin in objectives:
             constraint = plugin.constraint(result, ref)
             if constraint is not None:
-                trial.set_constraint(plugin.name, float(constraint))
+                constraints[plugin.name] = float(constraint)
             if plugin.direction is None:
                 continue
             value = plugin.value(result, ref)
             if value is None or not math.isfinite(value):
                 value = -EXTRA_PENALTY if plugin.direction == "maximize" else EXTRA_PENALTY
             values.append(float(value))
+        set_constraints(trial, constraints)
         return tuple(values)
 
     return objective

@@ -21,8 +21,30 @@ __all__ = [
     "fp32_trial",
     "is_feasible",
     "is_repeat",
+    "named_constraints",
+    "set_constraints",
     "stored_policy",
 ]
+
+# Optuna 5 stores each named constraint under "constraints:<name>"; optuna-dashboard
+# (0.21) reads only the list Optuna 4 stored under "constraints" for its Pareto front.
+_LISTED = "constraints"
+
+
+def set_constraints(trial: Any, constraints: dict[str, float]) -> None:
+    """Record a running trial's constraints by name, and as the list optuna-dashboard
+    reads, so that its Pareto front is precsearch's feasible front."""
+    for name, value in constraints.items():
+        trial.set_constraint(name, value)
+    if constraints:
+        listed = [float(value) for value in constraints.values()]
+        trial.storage.set_trial_system_attr(trial._trial_id, _LISTED, listed)
+
+
+def named_constraints(trial: Any) -> dict[str, float]:
+    """A trial's constraints by name (without the dashboard's list of the same values)."""
+    prefix = f"{_LISTED}:"
+    return {k[len(prefix) :]: v for k, v in trial.system_attrs.items() if k.startswith(prefix)}
 
 
 def is_feasible(trial: Any) -> bool:
