@@ -16,15 +16,15 @@ BIG_BF16 = Policy(default="mixed_bfloat16", batch_size=128, jit_compile=True)
 BIG_FP32 = Policy(batch_size=128, jit_compile=True)
 
 
+def fresh_rounds(seed: int, **speeds: float) -> Measurement:
+    """Fresh rounds of FP32, its exact copy, and each label at ``speeds`` times FP32."""
+    fp32 = wobble(100, seed=seed)
+    scaled = {label: [x * speed for x in fp32] for label, speed in speeds.items()}
+    return measured(fp32=fp32, null=list(fp32), **scaled)
+
+
 def test_the_report_splits_the_speedup_into_precision_and_batch_size_with_xla():
-    fp32 = wobble(100, seed=6)
-    fresh = measured(
-        fp32=fp32,
-        null=list(fp32),
-        best=[x * 1.62 for x in fp32],
-        best_fp32=[x * 1.2 for x in fp32],
-        **{"global": [x * 0.6 for x in fp32]},
-    )
+    fresh = fresh_rounds(6, best=1.62, best_fp32=1.2, **{"global": 0.6})
     peers = {"global": {"status": "feasible", "reason": ""}}
     best, verdict = report(fresh, BIG_BF16, FP32, peers)
     assert best["answer"] == "winner" and best["repeated"]
@@ -39,13 +39,7 @@ def test_the_report_splits_the_speedup_into_precision_and_batch_size_with_xla():
 
 
 def test_an_answer_whose_precision_costs_gives_way_to_its_fp32_twin():
-    fp32 = wobble(100, seed=7)
-    fresh = measured(
-        fp32=fp32,
-        null=list(fp32),
-        best=[x * 1.14 for x in fp32],
-        best_fp32=[x * 1.44 for x in fp32],
-    )
+    fresh = fresh_rounds(7, best=1.14, best_fp32=1.44)
     best, verdict = report(fresh, BIG_BF16, FP32, {}, twin_feasible=True)
     assert best["answer"] == "twin"
     assert best["speedup_vs_fp32"]["estimate"] == pytest.approx(1.44)
@@ -70,8 +64,7 @@ def test_when_fp32_is_the_answer_it_reads_as_your_training_with_the_instrument_e
 
 
 def test_a_winner_that_does_not_repeat_on_fresh_rounds_leaves_fp32_the_answer():
-    fp32 = wobble(100, seed=10)
-    fresh = measured(fp32=fp32, null=list(fp32), best=[x * 0.99 for x in fp32])
+    fresh = fresh_rounds(10, best=0.99)
     best, verdict = report(fresh, BF16, FP32, {})
     assert best["answer"] == "fp32" and best["repeated"] is False
     assert "did not repeat on fresh rounds" in verdict
