@@ -120,8 +120,10 @@ def test_show_and_export(tiny_study, tmp_path):
     assert "confirmed vs FP32" in shown.stdout and "Answer (fresh rounds):" in shown.stdout
     assert "Dense (" in shown.stdout
     assert "SavedModel signature 'serving_default': inputs " in shown.stdout
-    assert shown.stdout.split("SavedModel signature")[1].splitlines()[0].endswith(
-        "; outputs logits: logits"
+    assert (
+        shown.stdout.split("SavedModel signature")[1]
+        .splitlines()[0]
+        .endswith("; outputs logits: logits")
     )
     out = tmp_path / "out"
     exported = run_cli("export", str(folder), "--to", str(out))
