@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import optuna
 import pytest
 from test_selection import SimulatedMachine, measured, wobble
@@ -116,7 +118,7 @@ def test_confirm_chooses_then_reports_fresh_rounds_with_peers_judged():
             {
                 "baseline": "global_bfloat16",
                 "policy": BF16,
-                "values": (0.0, 1000.0),
+                "values": (0.0, math.inf),
                 "feasible": False,
                 "reason": "non-finite loss at step 4",
             },

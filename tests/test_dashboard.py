@@ -4,6 +4,7 @@ as precsearch does: the objectives by name, every trial, the feasible front."""
 from __future__ import annotations
 
 import json
+import math
 import socket
 import subprocess
 import sys
@@ -72,7 +73,9 @@ def plotted_front(shown: dict) -> list[int]:
 
 def test_the_dashboard_front_leaves_out_what_precsearch_calls_infeasible(tmp_path):
     """A trial fast but unlike FP32 dominates every feasible one on the two objectives:
-    the dashboard's plotted front must still leave it out, as Optuna's best_trials does."""
+    the dashboard's plotted front must still leave it out, as Optuna's best_trials does.
+    A trial stopped as too slow has no gap: inf, which neither the dashboard nor Optuna's
+    own Pareto plot draws, so it stretches no axis."""
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     journal = tmp_path / "study.journal"
@@ -81,7 +84,8 @@ def test_the_dashboard_front_leaves_out_what_precsearch_calls_infeasible(tmp_pat
         study_name="front", storage=storage, directions=["maximize", "minimize"]
     )
     measured = {"fast_unlike_fp32": (2.0, 0.1, 3.0), "fp32": (1.0, 0.2, -0.8),
-                "bf16": (1.3, 0.5, -0.5)}  # speedup, gap, fidelity constraint  # fmt: skip
+                "bf16": (1.3, 0.5, -0.5), "too_slow": (0.3, math.inf, 1.0)}
+    # speedup, gap, fidelity constraint  # fmt: skip
 
     def objective(trial):
         speedup, gap, constraint = measured[trial.suggest_categorical("policy", list(measured))]
@@ -90,15 +94,19 @@ def test_the_dashboard_front_leaves_out_what_precsearch_calls_infeasible(tmp_pat
 
     for policy in measured:
         study.enqueue_trial({"policy": policy})
-    study.optimize(objective, n_trials=3)
+    study.optimize(objective, n_trials=len(measured))
     assert [named_constraints(t) for t in study.trials] == [
         {"fidelity": c} for _, _, c in measured.values()
     ]
-    assert [is_feasible(t) for t in study.trials] == [False, True, True]
+    assert [is_feasible(t) for t in study.trials] == [False, True, True, False]
 
     shown = dashboard_study(journal, "front")
-    assert [t["constraints"] for t in shown["trials"]] == [[3.0], [-0.8], [-0.5]]
+    assert [t["constraints"] for t in shown["trials"]] == [[3.0], [-0.8], [-0.5], [1.0]]
+    assert shown["trials"][3]["values"] == [0.3, "inf"]
     assert plotted_front(shown) == sorted(t.number for t in study.best_trials) == [1, 2]
+    figure = json.loads(optuna.visualization.plot_pareto_front(study).to_json())
+    gaps = [y for trace in figure["data"] for y in trace["y"]]
+    assert max(y for y in gaps if y is not None) == 0.5 and gaps.count(None) == 1
 
 
 @pytest.mark.slow

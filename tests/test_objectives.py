@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from precsearch.builtins.objectives import PENALTY_GAP, FidelityGap, Speedup
+from precsearch.builtins.objectives import FidelityGap, Speedup
 from precsearch.errors import UserInputError
 from precsearch.records import TrialResult
 
@@ -30,8 +32,13 @@ def test_the_fidelity_constraint_is_feasibility():
     assert objective.constraint(trial(gap=-2.5), None) < 0
     infeasible = trial("infeasible", gap=1.8)
     assert objective.constraint(infeasible, None) > 0
+    # No gap (diverged, or stopped as too slow before it was judged): Optuna gets inf,
+    # which its plots leave out, and a finite constraint (JSON has no infinity).
     nan = trial("infeasible", gap=None, nonfinite_step=3)
-    assert objective.value(nan, None) == PENALTY_GAP and objective.constraint(nan, None) >= 1
+    assert math.isinf(objective.value(nan, None)) and objective.constraint(nan, None) == 1.0
+    slow = trial("too_slow", speedup=None, gap=None)
+    assert math.isinf(objective.value(slow, None)) and objective.constraint(slow, None) == 1.0
+    assert objective.constraint(trial("infeasible", gap=3.5), None) == pytest.approx(3.5)
 
 
 def test_a_tolerance_that_is_not_a_positive_number_is_bad_input():

@@ -8,9 +8,7 @@ from precsearch.errors import UserInputError
 from precsearch.plugins import Objective
 from precsearch.records import TrialResult
 
-__all__ = ["PENALTY_GAP", "FidelityGap", "Speedup"]
-
-PENALTY_GAP = 1000.0  # the fidelity objective's value for a trial with no finite gap
+__all__ = ["FidelityGap", "Speedup"]
 
 
 class Speedup(Objective):
@@ -33,6 +31,12 @@ class Speedup(Objective):
 class FidelityGap(Objective):
     """The fidelity gap, minimised; its constraint is feasibility.
 
+    A trial stopped before it was judged (too slow) or whose loss went non-finite has no
+    gap: its value is ``inf``, which Optuna stores and its plots (``optuna.visualization``,
+    optuna-dashboard) leave out, rather than a large number that would stretch their
+    axes. Samplers learn from such a trial through its constraint (Optuna 5's TPE and
+    NSGA-II rank infeasible trials by it and ignore their values).
+
     Args:
         arg: The tolerance in FP32 bands (default 1.0).
     """
@@ -51,13 +55,15 @@ class FidelityGap(Objective):
 
     def value(self, result: TrialResult, reference: TrialResult | None) -> float:
         gap = result.fidelity_gap
-        if result.numerics.get("nonfinite_step") or gap is None or not math.isfinite(gap):
-            return PENALTY_GAP
-        return min(gap, PENALTY_GAP)
+        if result.numerics.get("nonfinite_step") is not None or gap is None:
+            return math.inf
+        return float(gap)
 
     def constraint(self, result: TrialResult, reference: TrialResult | None) -> float:
-        """``gap - tolerance`` for a trial that trained like FP32 (≤ 0), else ≥ 1."""
+        """``gap - tolerance`` for a trial that trained like FP32 (≤ 0); for any other,
+        1 plus how far its gap is over the tolerance (1 when it has no gap). Always finite:
+        optuna-dashboard sends constraints as JSON, which has no infinity."""
         gap = self.value(result, reference)
         if result.status == "ok":
             return gap - self.tolerance
-        return 1.0 + max(0.0, gap - self.tolerance)
+        return 1.0 + (max(0.0, gap - self.tolerance) if math.isfinite(gap) else 0.0)

@@ -15,7 +15,6 @@ import html
 import math
 from typing import Any
 
-from precsearch.builtins.objectives import PENALTY_GAP
 from precsearch.results.report import pareto_rows, summarize_policy
 from precsearch.stats import figures_text
 from precsearch.study.storage import stored_references
@@ -30,7 +29,7 @@ ORANGE = "#ff7f0e"
 
 def _gap(trial: Any) -> float | None:
     gap = trial.values[1] if trial.values and len(trial.values) > 1 else None
-    return gap if gap is not None and math.isfinite(gap) and gap < PENALTY_GAP else None
+    return gap if gap is not None and math.isfinite(gap) else None
 
 
 def pareto_figure(study: Any) -> Any:

@@ -3,8 +3,10 @@
 Objectives (plugins): maximise speedup, minimise the fidelity gap, plus any extra ones;
 each objective may add a constraint with ``trial.set_constraint`` (≤ 0 feasible; the
 fidelity objective's is feasibility itself). Infeasible and too-slow trials are
-COMPLETE with penalty values and a positive constraint, so that samplers learn from
-them; only crashes and timeouts are FAIL (:class:`~precsearch.errors.TrialFailed`,
+COMPLETE with a positive constraint, so that samplers learn from them (Optuna 5's
+samplers rank infeasible trials by it); a value that was not measured (the gap of a
+trial stopped before it was judged) is ``inf`` in its worse direction, which Optuna's
+plots leave out, never a large stand-in number that would stretch them. Only crashes and timeouts are FAIL (:class:`~precsearch.errors.TrialFailed`,
 caught by ``study.optimize``). Each trial's :class:`~precsearch.records.TrialResult`,
 curves down-sampled, goes into its user attrs, so reports need only the storage.
 """
@@ -35,7 +37,6 @@ from precsearch.study.trials import (
 __all__ = ["Progress", "make_objective", "make_sampler", "search_trials"]
 
 MAX_CURVE_POINTS = 256
-EXTRA_PENALTY = 1e12
 STORAGE_RETRY_S = (1.0, 2.0, 4.0, 8.0)  # waits before giving up on a lost storage
 MAX_REPEATS = 50  # proposals in a row of measured policies before the search stops
 
@@ -120,7 +121,7 @@ class Progress:
         what = f"trial {trial.number:>3} {status:<10}"
         if trial.values:
             # The measured gap: a trial stopped before it was judged has none (its
-            # objective value is only a penalty for the sampler).
+            # objective value is inf).
             gap = (trial.user_attrs.get("result") or {}).get("fidelity_gap")
             finite = isinstance(gap, float | int) and math.isfinite(gap)
             what += f" speedup {trial.values[0]:5.2f}x gap {f'{gap:7.2f}' if finite else '-':>7}"
@@ -142,8 +143,8 @@ def make_objective(
     """The Optuna objective: suggest a policy, run it in the executor, score it.
 
     Every objective plugin gives a value (those with a direction) and may give a
-    constraint. Values must be finite for the samplers: a non-finite extra value becomes
-    a large penalty in its direction. Each trial records the host, process and sampler
+    constraint. A value that is missing or NaN (which Optuna refuses) becomes ``inf`` in
+    its worse direction. Each trial records the host, process and sampler
     seed that ran it.
     """
     host, pid = socket.gethostname(), os.getpid()
@@ -196,8 +197,8 @@ def make_objective(
             if plugin.direction is None:
                 continue
             value = plugin.value(result, ref)
-            if value is None or not math.isfinite(value):
-                value = -EXTRA_PENALTY if plugin.direction == "maximize" else EXTRA_PENALTY
+            if value is None or math.isnan(value):
+                value = -math.inf if plugin.direction == "maximize" else math.inf
             values.append(float(value))
         set_constraints(trial, constraints)
         return tuple(values)
