@@ -83,9 +83,12 @@ def test_the_dashboard_front_leaves_out_what_precsearch_calls_infeasible(tmp_pat
     study = optuna.create_study(
         study_name="front", storage=storage, directions=["maximize", "minimize"]
     )
-    measured = {"fast_unlike_fp32": (2.0, 0.1, 3.0), "fp32": (1.0, 0.2, -0.8),
-                "bf16": (1.3, 0.5, -0.5), "too_slow": (0.3, math.inf, 1.0)}
-    # speedup, gap, fidelity constraint  # fmt: skip
+    measured = {  # speedup, gap, fidelity constraint
+        "fast_unlike_fp32": (2.0, 0.1, 3.0),
+        "fp32": (1.0, 0.2, -0.8),
+        "bf16": (1.3, 0.5, -0.5),
+        "too_slow": (0.3, math.inf, 1.0),
+    }
 
     def objective(trial):
         speedup, gap, constraint = measured[trial.suggest_categorical("policy", list(measured))]

@@ -6,9 +6,10 @@ fidelity objective's is feasibility itself). Infeasible and too-slow trials are
 COMPLETE with a positive constraint, so that samplers learn from them (Optuna 5's
 samplers rank infeasible trials by it); a value that was not measured (the gap of a
 trial stopped before it was judged) is ``inf`` in its worse direction, which Optuna's
-plots leave out, never a large stand-in number that would stretch them. Only crashes and timeouts are FAIL (:class:`~precsearch.errors.TrialFailed`,
-caught by ``study.optimize``). Each trial's :class:`~precsearch.records.TrialResult`,
-curves down-sampled, goes into its user attrs, so reports need only the storage.
+plots leave out, never a large stand-in number that would stretch them. Only crashes
+and timeouts are FAIL (:class:`~precsearch.errors.TrialFailed`, caught by
+``study.optimize``). Each trial's :class:`~precsearch.records.TrialResult`, curves
+down-sampled, goes into its user attrs, so reports need only the storage.
 """
 
 from __future__ import annotations
