@@ -57,7 +57,7 @@ def write(tmp_path, data, name="p.json"):
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"format": "precsearch.policy/2"}, "format"),
+        ({"format": "precsearch.policy/3"}, "format"),
         ({"default": "bfloat16"}, "default"),
         ({"types": {"Dense": "float64"}}, "types['Dense']"),
         ({"layers": {"block_(": "float32"}}, "layers['block_(']"),

@@ -161,8 +161,7 @@ def _train_on(candidate: _Candidate, calls: int, reference: Reference) -> None:
 
 def _low(policy: Policy) -> bool:
     """Whether any rule of ``policy`` asks for a low-precision dtype."""
-    return any(d != "float32" for d in (policy.default, *policy.types.values(),
-                                         *policy.layers.values()))  # fmt: skip
+    return any(d != "float32" for d in policy.rule_dtypes())
 
 
 def run_trial(

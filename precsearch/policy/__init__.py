@@ -12,6 +12,14 @@ Importing this package imports neither Keras nor TensorFlow.
 
 from __future__ import annotations
 
-from precsearch.policy._policy import DTYPES, FORMAT, LR_RULES, LossScale, Policy, load_policy
+from precsearch.policy._policy import (
+    DTYPES,
+    FOLLOW,
+    FORMAT,
+    LR_RULES,
+    LossScale,
+    Policy,
+    load_policy,
+)
 
-__all__ = ["DTYPES", "FORMAT", "LR_RULES", "LossScale", "Policy", "load_policy"]
+__all__ = ["DTYPES", "FOLLOW", "FORMAT", "LR_RULES", "LossScale", "Policy", "load_policy"]

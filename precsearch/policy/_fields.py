@@ -14,9 +14,18 @@ from typing import Any
 
 from precsearch.errors import UserInputError
 
-__all__ = ["DTYPES", "LossScale", "bad_field", "check_dtype", "check_positive_int", "check_rules"]
+__all__ = [
+    "DTYPES",
+    "FOLLOW",
+    "LossScale",
+    "bad_field",
+    "check_dtype",
+    "check_positive_int",
+    "check_rules",
+]
 
 DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
+FOLLOW = "follow"  # a rule's value: the layer takes its input's dtype (no cast of its own)
 
 
 def _short(value: Any) -> str:
@@ -28,9 +37,10 @@ def bad_field(field_name: str, got: Any, expected: str) -> UserInputError:
     return UserInputError(f"field {field_name!r}: got {_short(got)}, expected {expected}")
 
 
-def check_dtype(field_name: str, value: Any) -> None:
-    if not isinstance(value, str) or value not in DTYPES:
-        raise bad_field(field_name, value, "one of " + ", ".join(DTYPES))
+def check_dtype(field_name: str, value: Any, follow: bool = False) -> None:
+    allowed = (*DTYPES, FOLLOW) if follow else DTYPES
+    if not isinstance(value, str) or value not in allowed:
+        raise bad_field(field_name, value, "one of " + ", ".join(allowed))
 
 
 def check_positive_int(field_name: str, value: Any, optional: bool = False) -> None:
@@ -46,7 +56,7 @@ def check_rules(field_name: str, rules: Any, regex: bool) -> None:
     for key, dtype in rules.items():
         if not isinstance(key, str) or not key:
             raise bad_field(field_name, key, "non-empty string keys")
-        check_dtype(f"{field_name}[{key!r}]", dtype)
+        check_dtype(f"{field_name}[{key!r}]", dtype, follow=True)
         if regex:
             try:
                 re.compile(key)

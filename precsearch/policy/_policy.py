@@ -22,6 +22,7 @@ from precsearch.errors import UserInputError, read_user_file
 from precsearch.files import write_text_atomic
 from precsearch.policy._fields import (
     DTYPES,
+    FOLLOW,
     LossScale,
     bad_field,
     check_dtype,
@@ -33,6 +34,7 @@ from precsearch.records import LR_RULES
 
 __all__ = [
     "DTYPES",
+    "FOLLOW",
     "FORMAT",
     "LR_RULES",
     "LossScale",
@@ -41,6 +43,10 @@ __all__ = [
 ]
 
 FORMAT = "precsearch.policy/1"
+# Version 2 adds the "follow" rule value; a policy without one is still written as
+# version 1, so that older readers take it.
+FORMAT_FOLLOW = "precsearch.policy/2"
+FORMATS = (FORMAT, FORMAT_FOLLOW)
 
 
 @dataclass
@@ -54,12 +60,18 @@ class Policy:
     a model: a custom layer that combines its sublayers' outputs) takes that layer's
     dtype unless ``layers`` names it exactly. Variables always stay float32.
 
+    A ``types`` or ``layers`` rule may say ``"follow"``: the layer takes the dtype of
+    the layers that feed it (float32 when they disagree, when the model's input feeds
+    it, or when the model's call order is invisible), so a shape or element-wise layer
+    between two bfloat16 layers adds no casts. Such a policy is written as format
+    ``precsearch.policy/2``; version 1 files load as before.
+
     Args:
         default: Dtype policy for layers no rule names: ``"float32"``,
             ``"mixed_bfloat16"`` or ``"mixed_float16"``.
-        types: Layer class name to dtype policy.
-        layers: Layer id, name or regular expression to dtype policy; order matters
-            for regexes.
+        types: Layer class name to dtype policy (or ``"follow"``).
+        layers: Layer id, name or regular expression to dtype policy (or ``"follow"``);
+            order matters for regexes.
         loss_scale: Used when any layer computes in float16.
         batch_size: The batch size to train with; ``None`` keeps the user's own.
         lr_rule: How the learning rate follows the batch size: ``"none"``, ``"linear"``
@@ -118,17 +130,32 @@ class Policy:
     def decide(self, records: list[LayerRecord]) -> list[tuple[str, str]]:
         """``(dtype, rule)`` for each of a model's layer records, in walk order: what
         :meth:`dtype_for` says, except that a layer inside another layer (its ``unit``)
-        takes that layer's dtype unless ``layers`` names it exactly (rule ``"unit"``)."""
-        out = []
-        decided: dict[str, str] = {}  # every layer's dtype by id: a unit's is its layers'
-        for record in records:
-            dtype, rule = self.dtype_for(record)
+        takes that layer's dtype unless ``layers`` names it exactly (rule ``"unit"``),
+        and a ``"follow"`` rule is resolved through the layer's inputs (its rule gets
+        `` follow`` appended)."""
+        by_id = {record.id: record for record in records}
+        own = {record.id: self.dtype_for(record) for record in records}
+        decided: dict[str, tuple[str, str]] = {}
+
+        def resolve(record: LayerRecord, seen: frozenset[str]) -> tuple[str, str]:
+            if record.id in decided:
+                return decided[record.id]
+            dtype, rule = own[record.id]
             named = record.id in self.layers or record.name in self.layers
-            if record.unit is not None and record.unit in decided and not named:
-                dtype, rule = decided[record.unit], "unit"
-            decided[record.id] = dtype
-            out.append((dtype, rule))
-        return out
+            if record.unit is not None and record.unit in by_id and not named:
+                dtype, rule = resolve(by_id[record.unit], seen)[0], "unit"
+            elif dtype == FOLLOW:
+                feeding = {
+                    resolve(by_id[i], seen | {record.id})[0]
+                    for i in record.inputs
+                    if i in by_id and i not in seen and by_id[i].floating
+                }
+                dtype = feeding.pop() if len(feeding) == 1 else "float32"
+                rule += " follow"
+            decided[record.id] = (dtype, rule)
+            return dtype, rule
+
+        return [resolve(record, frozenset()) for record in records]
 
     def _plan(self, model: Any, strict: bool) -> list[tuple[LayerRecord, Any, str]]:
         plan = []
@@ -174,9 +201,12 @@ class Policy:
         Without a model, whether any rule or the default asks for float16.
         """
         if model is None:
-            values = [self.default, *self.types.values(), *self.layers.values()]
-            return "mixed_float16" in values
+            return "mixed_float16" in self.rule_dtypes()
         return "mixed_float16" in self.assignments(model).values()
+
+    def rule_dtypes(self) -> set[str]:
+        """The dtype policies the default and the rules name (``"follow"`` is none)."""
+        return {self.default, *self.types.values(), *self.layers.values()} - {FOLLOW}
 
     def apply(self, model: Any, strict: bool = True) -> Any:
         """Set every nested layer's dtype policy, in place.
@@ -293,9 +323,11 @@ class Policy:
         return scale_optimizer(optimizer, self.lr_factor())
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``"format": "precsearch.policy/1"``)."""
+        """The JSON form (``"format": "precsearch.policy/1"``, or ``/2`` when a rule
+        says ``"follow"``)."""
+        follows = FOLLOW in {*self.types.values(), *self.layers.values()}
         return {
-            "format": FORMAT,
+            "format": FORMAT_FOLLOW if follows else FORMAT,
             "default": self.default,
             "types": dict(self.types),
             "layers": dict(self.layers),
@@ -312,8 +344,8 @@ class Policy:
         """Build a policy from its JSON form; any problem is a :class:`UserInputError`."""
         if not isinstance(data, dict):
             raise bad_field("(top level)", data, "a JSON object")
-        if data.get("format") != FORMAT:
-            raise bad_field("format", data.get("format"), repr(FORMAT))
+        if data.get("format") not in FORMATS:
+            raise bad_field("format", data.get("format"), " or ".join(map(repr, FORMATS)))
         known = set(cls.__dataclass_fields__) | {"format"}
         unknown = sorted(str(key) for key in data if key not in known)
         if unknown:

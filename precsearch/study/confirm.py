@@ -68,8 +68,7 @@ __all__ = ["confirm", "report", "twin_of"]
 
 
 def _precision_words(policy: Policy) -> str:
-    dtypes = {policy.default, *policy.types.values(), *policy.layers.values()}
-    low = sorted(d.removeprefix("mixed_") for d in dtypes if d != "float32")
+    low = sorted(d.removeprefix("mixed_") for d in policy.rule_dtypes() if d != "float32")
     return " and ".join(low) or "float32"
 
 
