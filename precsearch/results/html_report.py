@@ -24,6 +24,7 @@ from typing import Any
 
 from precsearch.files import write_text_atomic
 from precsearch.records import TrialResult
+from precsearch.results.explain import WHY_LEGEND, answer_params, group_effects, why_lines
 from precsearch.results.figures import curves_figure, optuna_figures, pareto_figure
 from precsearch.results.report import SHORT, assignments_summary, time_summary, ttq_text
 from precsearch.stats import figures_text
@@ -105,6 +106,11 @@ def _groups_html(study: Any) -> str:
         layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
         lines = assignments_summary(stored_policy(best), layers)
         out.append("<p>By layer class: " + html.escape("; ".join(lines)) + "</p>")
+    why = why_lines(group_effects(study), answer_params(study, confirmation_of(study)))
+    if why:
+        out.append(f"<p>{html.escape(WHY_LEGEND)}</p><ul>")
+        out += [f"<li>{html.escape(line)}</li>" for line in why]
+        out.append("</ul>")
     return "\n".join(out)
 
 
