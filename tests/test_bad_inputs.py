@@ -177,7 +177,10 @@ def test_the_run_flags_raise_nothing_but_a_clear_error(words):
         with contextlib.redirect_stderr(io.StringIO()):
             args = build_parser().parse_args(["run", MLP, *words])
         options = run_options(args).resolved({})
-        SpaceOptions(group_by=options.group_by, dtypes=options.dtypes, lr_rule=options.lr_rule)
+        SpaceOptions(
+            group_by=options.group_by, casts=options.casts, dtypes=options.dtypes,
+            lr_rule=options.lr_rule,
+        )  # fmt: skip
         for kind, names in (("objective", options.objectives), ("exporter", options.exporters)):
             for name in names:
                 get(kind, name.partition("=")[0])

@@ -34,12 +34,9 @@ def test_a_layer_holding_layers_is_one_parameter():
     info = {"layers": model_layers(vit_like()), "batch_size": 32, "gpus": []}
     space = SearchSpace(info, SpaceOptions(group_by="type", dtypes=["float32", "bfloat16"]))
     params = sorted(p for p in space.choices() if p.startswith("dtype"))
-    assert params == ["dtype:Flatten", "dtype:PatchEncoder"]
+    assert params == ["dtype:PatchEncoder"]  # Flatten follows it
     layers = SearchSpace(info, SpaceOptions(group_by="layer", dtypes=["float32", "bfloat16"]))
-    assert sorted(p for p in layers.choices() if p.startswith("dtype")) == [
-        "dtype:encoder",
-        "dtype:flat",
-    ]
+    assert sorted(p for p in layers.choices() if p.startswith("dtype")) == ["dtype:encoder"]
 
 
 def info_with(optimizer: str) -> dict:

@@ -79,7 +79,10 @@ def test_group_by_type_on_mobilenet_v2_is_one_parameter_per_class():
         weights=None, alpha=0.35, input_shape=(96, 96, 3), classes=10
     )
     info = {"layers": model_layers(model), "batch_size": 32, "train_examples": 1000, "gpus": []}
-    space = SearchSpace(info, SpaceOptions(group_by="type", dtypes=["float32", "bfloat16"]))
+    # Every floating class is a parameter in the independent space (tests/test_casts.py
+    # has the cast-aware one, where only the convolutions are).
+    independent = SpaceOptions(group_by="type", casts="independent", dtypes=["float32", "bfloat16"])
+    space = SearchSpace(info, independent)
     dtype_params = sorted(p for p in space.choices() if p.startswith("dtype:"))
     classes = sorted({layer["class"] for layer in info["layers"] if not layer["output"]})
     assert dtype_params == [f"dtype:{c}" for c in classes]

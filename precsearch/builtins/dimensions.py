@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from precsearch.plugins import Dimension
-from precsearch.policy import LossScale
+from precsearch.policy import FOLLOW, LossScale
 from precsearch.records import SHORT_DTYPES, SpaceOptions
 
 __all__ = ["BatchSize", "JitCompile", "LayerDtypes", "LossScaling", "block_of"]
@@ -28,7 +28,14 @@ def block_of(layer_id: str) -> str:
 
 
 class LayerDtypes(Dimension):
-    """The dtype policy of groups of layers: ``dtype`` or ``dtype:<group>`` parameters."""
+    """The dtype policy of groups of layers: ``dtype`` or ``dtype:<group>`` parameters.
+
+    In the cast-aware space (``casts="follow"``, the default) only layers that compute
+    (kind ``compute``; softmax too with ``sensitive``) are grouped into parameters; the
+    policy says ``"follow"`` for the classes of shape and element-wise layers, so they
+    take their input's dtype and add no casts, and leaves softmax and preprocessing
+    layers float32. With ``casts="independent"`` every floating layer is searched.
+    """
 
     name = "layer_dtypes"
     precision = True
@@ -36,15 +43,30 @@ class LayerDtypes(Dimension):
     def __init__(self, info: dict[str, Any], options: SpaceOptions, arg: str | None = None) -> None:
         super().__init__(info, options, arg)
         self.dtypes = options.dtypes or ["float32"]
-        # A layer inside another layer takes that layer's dtype (the policy's unit rule):
-        # only the outer one is searched.
-        searchable = [
+        self.follow = options.casts == "follow"
+        searched_kinds = {"compute", "sensitive"} if options.sensitive else {"compute"}
+        floating = [
             layer
             for layer in info["layers"]
-            if layer["floating"]
-            and not layer["container"]
-            and not layer.get("unit")
-            and (options.include_output or not layer["output"])
+            if layer["floating"] and not layer["container"] and not layer.get("unit")
+        ]
+        # A layer inside another layer takes that layer's dtype (the policy's unit rule):
+        # only the outer one is searched. A model info written before kinds existed
+        # reads every layer as computing.
+        searchable = [
+            layer
+            for layer in floating
+            if (options.include_output or not layer["output"])
+            and (not self.follow or layer.get("kind", "compute") in searched_kinds)
+        ]
+        # The classes that follow their input, and the softmax layers of a class that
+        # otherwise follows (an Activation("softmax") among Activation("relu")s).
+        follows = [layer for layer in floating if self.follow and layer.get("kind") == "follow"]
+        self.follow_types = sorted({layer["class"] for layer in follows})
+        self.kept_float32 = [
+            layer["id"]
+            for layer in floating
+            if layer["class"] in self.follow_types and layer not in follows
         ]
         groups: dict[str, list[str]] = {}
         for layer in searchable:
@@ -67,18 +89,34 @@ class LayerDtypes(Dimension):
 
     def write(self, params: dict[str, Any], draft: dict[str, Any]) -> None:
         group_by = self.options.group_by
+        classes = {layer["id"]: layer["class"] for layer in self.info["layers"]}
         for group, ids in self.groups.items():
             dtype = SHORT_DTYPES[params[self.param(group)]]
-            if group_by == "global":
+            if group_by == "global" and not self.follow:
                 draft["default"] = dtype
-            elif group_by == "type":
-                draft["types"][group] = dtype
+            elif group_by in ("global", "type"):
+                # In the cast-aware space the global choice names the computing classes
+                # (the default stays float32 for what neither computes nor follows);
+                # a types rule never reaches an output layer, so that is named.
+                for layer_id in ids:
+                    if layer_id in self.output_ids:
+                        draft["layers"][layer_id] = dtype
+                    elif group_by == "type" or dtype != "float32":
+                        draft["types"][classes[layer_id]] = dtype
             else:
                 for layer_id in ids:
                     draft["layers"][layer_id] = dtype
-        if group_by == "global" and self.options.include_output:
+        if group_by == "global" and self.options.include_output and not self.follow:
             for layer_id in self.output_ids:
                 draft["layers"][layer_id] = draft["default"]
+        low = any(d != "float32" for d in (draft["default"], *draft["types"].values(),
+                                           *draft["layers"].values()))  # fmt: skip
+        if low:
+            # Only beside a low dtype: an all-float32 policy stays plainly FP32.
+            for cls in self.follow_types:
+                draft["types"].setdefault(cls, FOLLOW)
+            for layer_id in self.kept_float32:
+                draft["layers"].setdefault(layer_id, "float32")
 
     def baseline(self, dtype: str) -> dict[str, Any]:
         return {self.param(group): dtype for group in self.groups}

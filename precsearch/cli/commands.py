@@ -39,6 +39,8 @@ def cmd_policy(args: argparse.Namespace) -> int:
         print(f"  type  {name:<24} {dtype}")
     for name, dtype in policy.layers.items():
         print(f"  layer {name:<24} {dtype}")
+    if "follow" in {*policy.types.values(), *policy.layers.values()}:
+        print("  follow: the layer takes the dtype of the layers that feed it (no cast)")
     print("  output layer float32 unless a layer rule above names it")
     if policy.uses_float16():
         scale = policy.loss_scale
@@ -71,6 +73,7 @@ def run_options(args: argparse.Namespace) -> Any:
         storage=args.storage,
         out=args.out,
         group_by=args.group_by,
+        casts=args.casts,
         dtypes=args.dtypes,
         steps=args.steps,
         tolerance=args.tolerance,
@@ -199,6 +202,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from precsearch.results.explain import WHY_LEGEND
     from precsearch.results.report import assignments_summary, pareto_table, serving_text
     from precsearch.study.api import load_study
 
@@ -236,6 +240,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
         for line in assignments_summary(policy, layers):
             print(f"  {line}")
+        why = policy.manifest.get("why") or []
+        if why:
+            print(f"{WHY_LEGEND}:")
+            for line in why:
+                print(f"  {line}")
         serving = serving_text(policy.manifest.get("serving") or {})
         if serving:
             print(serving)

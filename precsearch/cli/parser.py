@@ -101,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--storage", help="an Optuna storage URL (default: a journal file)")
     cmd.add_argument("--out", default="studies", help="folder of study folders")
     cmd.add_argument("--group-by", choices=["global", "type", "block", "layer"])
+    cmd.add_argument(
+        "--casts",
+        choices=["follow", "independent"],
+        default="follow",
+        help="follow (default): only layers that compute get a dtype choice, shape and "
+        "element-wise layers take their input's; independent: every layer gets one",
+    )
     cmd.add_argument("--dtypes", help="e.g. float32,bfloat16 (default: what runs fast here)")
     cmd.add_argument("--steps", type=_positive_int, help="training steps per trial")
     cmd.add_argument("--tolerance", type=_positive_float, help="largest fidelity gap (bands)")

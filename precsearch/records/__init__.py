@@ -18,6 +18,7 @@ from __future__ import annotations
 from precsearch.records._json import json_safe
 from precsearch.records.decisions import GRAPH_REWRITE, Confirmation, Measurement, Winner
 from precsearch.records.model import (
+    CASTS,
     GROUP_BY,
     LR_RULES,
     SHORT_DTYPES,
@@ -37,6 +38,7 @@ from precsearch.records.results import (
 )
 
 __all__ = [
+    "CASTS",
     "GRAPH_REWRITE",
     "GROUP_BY",
     "LR_RULES",

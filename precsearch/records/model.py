@@ -10,6 +10,7 @@ from precsearch.errors import UserInputError
 from precsearch.records._json import known_fields
 
 __all__ = [
+    "CASTS",
     "GROUP_BY",
     "LR_RULES",
     "SHORT_DTYPES",
@@ -22,6 +23,7 @@ __all__ = [
 
 SHORT_DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 GROUP_BY = ("global", "type", "block", "layer")
+CASTS = ("follow", "independent")
 LR_RULES = ("none", "linear", "sqrt")
 # Optimizers that adapt their step per parameter: their learning rate follows the
 # square root of the batch size (Malladi et al., NeurIPS 2022); plain SGD follows it
@@ -151,6 +153,11 @@ class SpaceOptions:
         dtypes: Short dtype names to offer, float32 first; ``None`` offers float32 plus
             what this hardware runs fast (see :mod:`precsearch.hardware`).
         include_output: Search the output layer's dtype too (default: keep float32).
+        casts: ``follow`` (the cast-aware space: only layers that compute get a dtype
+            choice, shape and element-wise layers take their input's, softmax and
+            preprocessing layers stay float32) or ``independent`` (every floating layer
+            gets a choice; each choice may put a cast between two layers).
+        sensitive: In the ``follow`` space, offer softmax layers a low dtype too.
         lr_rule: How the learning rate follows the batch size: ``auto`` (the rule a
             user of the model's optimizer would use: :func:`resolve_lr_rule`) or one of
             :data:`LR_RULES`.
@@ -161,6 +168,8 @@ class SpaceOptions:
     group_by: str = "type"
     dtypes: list[str] | None = None
     include_output: bool = False
+    casts: str = "follow"
+    sensitive: bool = False
     lr_rule: str = "auto"
     batch_sizes: list[int] | None = None
     notes: list[str] = field(default_factory=list)
@@ -170,6 +179,8 @@ class SpaceOptions:
             raise UserInputError(
                 f"--group-by {self.group_by!r}: expected one of {', '.join(GROUP_BY)}"
             )
+        if self.casts not in CASTS:
+            raise UserInputError(f"--casts {self.casts!r}: expected one of {', '.join(CASTS)}")
         if self.lr_rule not in ("auto", *LR_RULES):
             raise UserInputError(
                 f"--lr-rule {self.lr_rule!r}: expected one of auto, {', '.join(LR_RULES)}"

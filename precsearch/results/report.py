@@ -120,18 +120,7 @@ def assignments_summary(policy: Any, layers: list[dict[str, Any]]) -> list[str]:
     """
     counts: dict[str, dict[str, int]] = {}
     outputs: dict[str, list[str]] = {}
-    records = [
-        LayerRecord(
-            id=layer["id"],
-            name=layer["name"],
-            class_name=layer["class"],
-            is_output=layer["output"],
-            is_model=layer["container"],
-            floating=layer["floating"],
-            unit=layer.get("unit"),
-        )
-        for layer in layers
-    ]
+    records = [LayerRecord.from_json(layer) for layer in layers]
     for layer, record, (dtype, _) in zip(layers, records, policy.decide(records), strict=True):
         if layer["container"] or not layer["floating"]:
             continue

@@ -63,6 +63,7 @@ class SearchOptions:
     storage: str | None = None
     out: str = "studies"
     group_by: str | None = None
+    casts: str = "follow"
     dtypes: str | list[str] | None = None
     steps: int | None = None
     tolerance: float | None = None
@@ -121,7 +122,7 @@ class SearchOptions:
         """What every worker of a study must run the same way, and what ``precsearch
         finish`` exports (stored in the study)."""
         keys = (
-            "group_by", "dtypes", "steps", "tolerance", "sampler", "lr_rule", "batch_size",
+            "group_by", "casts", "dtypes", "steps", "tolerance", "sampler", "lr_rule", "batch_size",
             "watchdog", "keep_slow", "dimensions", "objectives", "exporters", "loader",
             "trial_timeout", "heartbeat", "strategy",
         )  # fmt: skip

@@ -333,8 +333,9 @@ def run_study(
         executor.start()
         info = executor.model_info
         space_options = SpaceOptions(
-            group_by=options.group_by, dtypes=options.dtypes, lr_rule=options.lr_rule
-        )
+            group_by=options.group_by, casts=options.casts, dtypes=options.dtypes,
+            lr_rule=options.lr_rule,
+        )  # fmt: skip
         space = SearchSpace(info.to_dict(), space_options, options.dimensions)
         study, created = _open_search(run, storage, space, info)
         share = SharedReferences(study, run.study_dir / "work")

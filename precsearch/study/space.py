@@ -111,6 +111,9 @@ class SearchSpace:
             "dtypes": self.dtypes,
             "lr_rule": self.options.lr_rule,
             "include_output": self.options.include_output,
+            # Only the cast-aware space is named: a study made before it existed (every
+            # layer searched) resumes with --casts independent.
+            **({"casts": self.options.casts} if self.options.casts != "independent" else {}),
             "dimensions": [dim.name for dim in self.dimensions],
             "params": {name: [str(v) for v in values] for name, values in self.choices().items()},
         }
