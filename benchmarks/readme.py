@@ -127,6 +127,18 @@ def _overhead() -> str:
     )
 
 
+def _casts() -> str:
+    rows = _rows("casts.csv")
+    dims = ", ".join(f"{r['example']} {r['dims_follow']}/{r['dims_independent']}" for r in rows)
+    speed = ", ".join(f"{r['example']} {r['follow_vs_independent']}" for r in rows)
+    return (
+        f"Cast-aware space (`--group-by type`): dtype choices with shape and element-wise "
+        f"layers following their input against every class a choice: {dims}; one choice "
+        f"(the computing classes in bfloat16) with the rest following, against the rest "
+        f"float32 with casts between: {speed} (`casts.md`{_elsewhere('casts.md')})."
+    )
+
+
 def results_section() -> str:
     """The generated text between the README's markers."""
     lines = [
@@ -147,6 +159,7 @@ def results_section() -> str:
         _repeatability(),
         _efficiency(),
         _overhead(),
+        _casts(),
         END,
     ]
     return "\n".join(lines)
