@@ -4,6 +4,9 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The probes before each search cost seconds of timed rounds a study: tests that are not
+# about them go without (tests/test_probe.py runs them; the README's example in CI too).
+os.environ["PRECSEARCH_PROBE_TIME"] = "0"
 
 import pytest
 from helpers import MODELS, run_cli

@@ -22,7 +22,7 @@ def test_one_file_that_fails_does_not_keep_the_others_from_being_written(tmp_pat
 
     monkeypatch.setattr(run_module, "write_trials_csv", broken)
     monkeypatch.setattr(run_module, "write_report", lambda study, path: path)
-    run = run_module._prepare(
+    run = run_module.prepare_run(
         Path(__file__).parent / "models" / "mlp.py", SearchOptions(out=str(tmp_path))
     )
     failure = run_module._write_files(run, study=None, logs=Logs())
@@ -53,7 +53,7 @@ def test_a_new_study_names_its_objectives_for_optunas_plots(tmp_path):
     from precsearch.testing import sample_model_info
 
     info = sample_model_info()
-    run = run_module._prepare(
+    run = run_module.prepare_run(
         MODELS / "mlp.py", SearchOptions(out=str(tmp_path), dtypes="float32,bfloat16")
     )
     space = SearchSpace(info, dimensions=["layer_dtypes"])

@@ -74,6 +74,7 @@ def run_options(args: argparse.Namespace) -> Any:
         out=args.out,
         group_by=args.group_by,
         casts=args.casts,
+        probe_time=args.probe_time,
         dtypes=args.dtypes,
         steps=args.steps,
         tolerance=args.tolerance,
@@ -120,6 +121,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     print()
     _print_paths(run.paths)
     return _failed(run)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from precsearch.study.options import SearchOptions
+    from precsearch.study.probe import probe_lines, ruled_out, run_probes
+    from precsearch.study.run import make_executor, prepare_run, space_for
+
+    if not Path(args.model_file).is_file():
+        raise UserInputError(f"{args.model_file}: no such model file")
+    options = SearchOptions(
+        group_by=args.group_by, casts=args.casts, dtypes=args.dtypes,
+        batch_size=args.batch_size, probe_time=args.probe_time, in_process=args.in_process,
+        loader=args.loader, debug=args.debug,
+    )  # fmt: skip
+    run = prepare_run(args.model_file, options)
+    with tempfile.TemporaryDirectory() as work:
+        executor = make_executor(run.options, work, run.model_path, run.spec)
+        try:
+            executor.start()
+            space = space_for(executor.model_info, run.options)
+            record = run_probes(
+                executor, space, run.options.probe_time, run.budget.block, run.options.seed
+            )
+        finally:
+            executor.close()
+    if args.json:
+        print(json.dumps({**record, "ruled_out": ruled_out(record)}, indent=2))
+        return 0
+    print(
+        f"Each layer group alone in low precision against FP32 ({record['rounds']} rounds "
+        f"in {record['seconds']:.0f} s; speed 95% interval; numerics on one batch):"
+    )
+    for line in probe_lines(record):
+        print(f"  {line}")
+    return 0
 
 
 def _failed(run: Any) -> int:
@@ -202,7 +242,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from precsearch.results.explain import WHY_LEGEND
+    from precsearch.results.explain import PROBE_LEGEND, WHY_LEGEND, probe_summary
     from precsearch.results.report import assignments_summary, pareto_table, serving_text
     from precsearch.study.api import load_study
 
@@ -248,6 +288,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         serving = serving_text(policy.manifest.get("serving") or {})
         if serving:
             print(serving)
+    probes = probe_summary(study)
+    if probes:
+        print(f"{PROBE_LEGEND}:")
+        for line in probes:
+            print(f"  {line}")
     print()
     paths = {"study folder": result.study_dir}
     for name in ("study.journal", "trials.csv", "best_policy.json", "saved_model", "report.html"):

@@ -49,6 +49,12 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    """0 or more seconds."""
+    value = 0.0 if text.strip() in ("0", "0.0") else None
+    return value if value is not None else _positive_float(text)
+
+
 def _shared_study(cmd: argparse.ArgumentParser, out_help: str) -> None:
     """The arguments that name a study on a shared storage and this machine's files."""
     cmd.add_argument("study", metavar="STUDY", help="the study's name")
@@ -152,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
         "rounds (default 60; at least 5 rounds each)",
     )
     cmd.add_argument(
+        "--probe-time",
+        type=_seconds,
+        metavar="S",
+        help="most seconds of timed rounds for the probes before the search: each layer "
+        "group alone in low precision against FP32 (default 30, or $PRECSEARCH_PROBE_TIME; "
+        "0: no probes)",
+    )
+    cmd.add_argument(
         "--watchdog",
         type=_positive_float,
         metavar="X",
@@ -225,6 +239,26 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--gpu", type=_count, metavar="I", help="run trials on GPU I only")
     _debug(cmd)
     cmd.set_defaults(func=commands.cmd_worker)
+
+    cmd = subparsers.add_parser(
+        "probe",
+        help="measure each layer group alone in low precision against FP32 (what run "
+        "does before its search), and print it",
+    )
+    cmd.add_argument("model_file", metavar="MODEL_FILE")
+    cmd.add_argument("--group-by", choices=["global", "type", "block", "layer"])
+    cmd.add_argument("--casts", choices=["follow", "independent"], default="follow")
+    cmd.add_argument("--dtypes", help="e.g. float32,bfloat16 (default: what runs fast here)")
+    cmd.add_argument("--batch-size", type=_positive_int, help="the model's own batch size")
+    cmd.add_argument(
+        "--probe-time", type=_positive_float, default=30.0, metavar="S",
+        help="most seconds of timed rounds (default 30)",
+    )  # fmt: skip
+    cmd.add_argument("--in-process", action="store_true", help="run here (no crash isolation)")
+    cmd.add_argument("--json", action="store_true", help="the probes as JSON")
+    cmd.add_argument("--loader", default="model_file", metavar="NAME[=ARG]")
+    _debug(cmd)
+    cmd.set_defaults(func=commands.cmd_probe)
 
     cmd = subparsers.add_parser(
         "doctor",

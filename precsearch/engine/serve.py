@@ -2,7 +2,7 @@
 
 Started by :class:`precsearch.study.executors.Worker` as ``python -m
 precsearch.engine.serve``. Messages are JSON lines: commands (``init``, ``trial``,
-``confirm``, ``export``) on stdin, one reply to each on the file descriptor named by
+``confirm``, ``numerics``, ``export``) on stdin, one reply to each on the file descriptor named by
 ``PRECSEARCH_REPLY_FD`` (a line that is not a command gets an error reply too). This
 process's own stdout is pointed at stderr so that a model file's ``print`` cannot garble
 the replies. The process exits when its stdin ends or its parent dies.
@@ -25,7 +25,7 @@ from precsearch.records import Budget, Fidelity
 
 __all__ = ["COMMANDS", "main"]
 
-COMMANDS = ("init", "trial", "confirm", "export")
+COMMANDS = ("init", "trial", "confirm", "numerics", "export")
 
 
 def _die_with_parent() -> None:
@@ -83,6 +83,11 @@ def _command(runner: Any, message: dict[str, Any]) -> dict[str, Any]:
 
         configs = [(label, Policy.from_dict(p) if p else None) for label, p in message["configs"]]
         return {"value": measure(runner, configs, message["orders"], message["block"]).to_dict()}
+    if cmd == "numerics":
+        from precsearch.engine.probe import numerics
+
+        configs = [(label, Policy.from_dict(p)) for label, p in message["configs"]]
+        return {"value": numerics(runner, configs)}
     if cmd == "export":
         policy = Policy.from_dict(message["policy"])
         return {"value": runner.export(policy, message["exporters"], message["directory"])}

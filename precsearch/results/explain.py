@@ -20,12 +20,24 @@ from typing import Any
 
 from precsearch.study.trials import finished
 
-__all__ = ["WHY_LEGEND", "answer_params", "group_effects", "why_lines"]
+__all__ = [
+    "PROBE_LEGEND",
+    "WHY_LEGEND",
+    "answer_params",
+    "group_effects",
+    "probe_summary",
+    "why_lines",
+]
 
 CONFIDENCE = 0.95
 WHY_LEGEND = (
     "Why, per layer group (the answer's dtype, then what low precision did there: a "
     "log-linear fit over the search's trials, each timed by its own blocks, 95% interval)"
+)
+
+PROBE_LEGEND = (
+    "The probes (each layer group alone in low precision against FP32, before the "
+    "search: speed with its 95% interval, numerics on one batch)"
 )
 
 
@@ -62,6 +74,8 @@ def group_effects(study: Any) -> list[dict[str, Any]]:
     done = [t for t in finished(study) if set(params) <= {*t.params}]
     # A too-slow trial's figure is the watchdog's estimate: rougher, but leaving the
     # slowest trials out would flatter low precision.
+    # Trials the probes answered without running measured nothing: left out.
+    done = [t for t in done if not t.user_attrs.get("probe_rejected")]
     timed = [t for t in done if t.values and t.values[0] > 0]
     out = []
     columns, x = _design(timed, params) if timed else ([], np.zeros((0, 1)))
@@ -116,13 +130,21 @@ def group_effects(study: Any) -> list[dict[str, Any]]:
     return out
 
 
-def why_lines(effects: list[dict[str, Any]], chosen: dict[str, str]) -> list[str]:
-    """One line per group: the chosen dtype and what low precision did there.
+def why_lines(
+    effects: list[dict[str, Any]], chosen: dict[str, str], probes: dict[str, Any] | None = None
+) -> list[str]:
+    """One line per group: the chosen dtype, what low precision did there in the
+    trials, and what the probes measured for the group alone.
 
     Args:
         effects: :func:`group_effects`.
         chosen: Dtype parameter to the value the answer has (``{}`` for FP32).
+        probes: The study's probes (``study.user_attrs["probes"]``), if any.
     """
+    from precsearch.stats import figures_text
+    from precsearch.study.probe import ruled_out
+
+    gone = ruled_out(probes)
     lines = []
     for e in effects:
         dtype = e["dtype"]
@@ -145,7 +167,15 @@ def why_lines(effects: list[dict[str, Any]], chosen: dict[str, str]) -> list[str
             if e["unlike_fp32"]
             else ""
         )
-        lines.append(f"{e['group']}: {got} — {speed}{numerics}")
+        entry = (probes or {}).get("probes", {}).get(f"{e['param']}={dtype}")
+        probe = ""
+        if entry:
+            error = entry["numerics"].get("gradient_error")
+            numbers = f"gradient {error:.1%} off FP32" if error is not None else "non-finite"
+            probe = f"; the probe, {dtype} alone: {figures_text(entry['speed'])}, {numbers}"
+            if dtype in gone.get(e["param"], []):
+                probe += " (ruled out: confidently slower)"
+        lines.append(f"{e['group']}: {got} — {speed}{numerics}{probe}")
     return lines
 
 
@@ -156,3 +186,32 @@ def answer_params(study: Any, record: Any) -> dict[str, str]:
         return {}
     params = study.trials[record.best_trial].params
     return {k: str(v) for k, v in params.items() if k == "dtype" or k.startswith("dtype:")}
+
+
+def probe_summary(study: Any) -> list[str]:
+    """The study's probes, one line each, and the cost model against the trials
+    (``[]`` for a study without probes)."""
+    from precsearch.study.probe import accuracy, probe_lines
+
+    record = study.user_attrs.get("probes")
+    if not record:
+        return []
+    lines = [
+        f"{len(record['probes'])} probes, {record['rounds']} timed rounds, "
+        f"{record['seconds']:.0f} s before the search",
+        *probe_lines(record),
+    ]
+    acc = accuracy(study)
+    if acc:
+        lines.append(
+            f"cost model (the product of the probes' ratios) against {len(acc['trials'])} "
+            f"trials in low precision at your batch size and XLA setting: within ±15% on "
+            f"{acc['within_15']}, median error {acc['median_error']:.0%}, largest "
+            f"{acc['max_error']:.0%}"
+        )
+    else:
+        lines.append(
+            "cost model: no trial in low precision at your batch size and XLA setting was "
+            "timed to check it against"
+        )
+    return lines

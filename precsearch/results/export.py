@@ -12,7 +12,7 @@ from precsearch.files import write_text_atomic
 from precsearch.hardware import describe
 from precsearch.policy import Policy
 from precsearch.records import ModelInfo
-from precsearch.results.explain import answer_params, group_effects, why_lines
+from precsearch.results.explain import answer_params, group_effects, probe_summary, why_lines
 from precsearch.study.trials import confirmation_of, fp32_result, is_feasible, stored_policy
 
 __all__ = [
@@ -157,6 +157,10 @@ def best_policy_with_manifest(study: Any) -> Policy:
         "model_file": study.user_attrs.get("model_file"),
         "notes": ModelInfo.from_dict(info).notes() if info else [],
         # Why each layer group has its dtype (results.explain): one line per group.
-        "why": why_lines(group_effects(study), answer_params(study, record)),
+        # The probes and the cost model's error against the trials: one line each.
+        "probes": probe_summary(study),
+        "why": why_lines(
+            group_effects(study), answer_params(study, record), study.user_attrs.get("probes")
+        ),
     }
     return policy

@@ -24,7 +24,14 @@ from typing import Any
 
 from precsearch.files import write_text_atomic
 from precsearch.records import TrialResult
-from precsearch.results.explain import WHY_LEGEND, answer_params, group_effects, why_lines
+from precsearch.results.explain import (
+    PROBE_LEGEND,
+    WHY_LEGEND,
+    answer_params,
+    group_effects,
+    probe_summary,
+    why_lines,
+)
 from precsearch.results.figures import curves_figure, optuna_figures, pareto_figure
 from precsearch.results.report import SHORT, assignments_summary, time_summary, ttq_text
 from precsearch.stats import figures_text
@@ -73,6 +80,14 @@ def layer_groups(study: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _probes_html(study: Any) -> str:
+    lines = probe_summary(study)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f"<section><h2>Probes</h2><p>{html.escape(PROBE_LEGEND)}</p><ul>{items}</ul></section>"
+
+
 def _groups_html(study: Any) -> str:
     rows = layer_groups(study)
     if not rows:
@@ -106,7 +121,11 @@ def _groups_html(study: Any) -> str:
         layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
         lines = assignments_summary(stored_policy(best), layers)
         out.append("<p>By layer class: " + html.escape("; ".join(lines)) + "</p>")
-    why = why_lines(group_effects(study), answer_params(study, confirmation_of(study)))
+    why = why_lines(
+        group_effects(study),
+        answer_params(study, confirmation_of(study)),
+        study.user_attrs.get("probes"),
+    )
     if why:
         out.append(f"<p>{html.escape(WHY_LEGEND)}</p><ul>")
         out += [f"<li>{html.escape(line)}</li>" for line in why]
@@ -207,6 +226,7 @@ measured on {html.escape(str(hardware.get("cpu", "?")))}
 <section><h2>Answer</h2>{_answer_html(study)}</section>
 {"".join(parts[:1])}
 <section><h2>Best policy by layer group</h2>{_groups_html(study)}</section>
+{_probes_html(study)}
 {"".join(parts[1:])}
 <section><h2>Where the time went</h2><p>{html.escape(time_summary(results, seconds))}</p></section>
 <p class="note">Live view of the study: <code>{live}</code> (a journal storage; give the

@@ -2,7 +2,7 @@
 
 :class:`Executor` is the protocol the study process drives: start (which builds the
 model and gives its :class:`~precsearch.records.ModelInfo`), trials, the confirmation's
-rounds, exports. Two kinds implement it:
+rounds (also the probes' speed), the probes' numerics, exports. Two kinds implement it:
 
 * :class:`~precsearch.study.worker.Worker` (the default): an isolated worker process,
   so that a crash, hang or out-of-memory fails one trial and never the study;
@@ -47,6 +47,8 @@ class Executor(Protocol):
     def confirm(
         self, configs: list[tuple[str, Policy | None]], orders: list[list[str]], block: int
     ) -> Measurement: ...
+
+    def numerics(self, configs: list[tuple[str, Policy]]) -> dict[str, dict[str, Any]]: ...
 
     def export(
         self, policy: Policy, exporters: list[str], directory: str | os.PathLike[str]
@@ -114,6 +116,14 @@ class InProcess:
         from precsearch.engine.measure import measure
 
         return measure(self.runner, configs, orders, block)
+
+    def numerics(
+        self, configs: list[tuple[str, Policy]], timeout: float | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """:func:`precsearch.engine.probe.numerics` here."""
+        from precsearch.engine.probe import numerics
+
+        return numerics(self.runner, configs)
 
     def export(
         self,

@@ -25,6 +25,7 @@ from typing import Any
 from precsearch.errors import StorageError, TrialFailed, one_line
 from precsearch.records import Budget, TrialResult
 from precsearch.study.options import SearchOptions
+from precsearch.study.probe import predicted, rejection
 from precsearch.study.space import SearchSpace
 from precsearch.study.storage import redact, storage_failure
 from precsearch.study.trials import (
@@ -77,6 +78,7 @@ class Progress:
         self.done = 0
         self.exhausted = False
         self.repeats = 0
+        self.rejected = 0
         self.stream = stream or sys.stderr
         self.best: float | None = None
         self.notes: list[str] = []
@@ -91,7 +93,10 @@ class Progress:
         if len(measured) >= self.space_size:
             self.exhausted = True
             study.stop()
-        if is_repeat(trial):
+        if trial.user_attrs.get("probe_rejected"):
+            self.rejected += 1
+        if is_repeat(trial) or trial.user_attrs.get("probe_rejected"):
+            # Neither ran: a repeat has its earlier figures, a rejection the probes'.
             self.repeats += 1
             if self.repeats >= MAX_REPEATS:  # the sampler is stuck on what it measured
                 self.exhausted = True
@@ -139,9 +144,18 @@ def _params_key(params: dict[str, Any]) -> tuple:
 
 
 def make_objective(
-    space: SearchSpace, executor: Any, budget: Budget, objectives: list[Any], seed: int = 0
+    space: SearchSpace,
+    executor: Any,
+    budget: Budget,
+    objectives: list[Any],
+    seed: int = 0,
+    probes: dict[str, Any] | None = None,
 ) -> Callable[[Any], tuple[float, ...]]:
     """The Optuna objective: suggest a policy, run it in the executor, score it.
+
+    A policy with a dtype the probes ruled out (:func:`precsearch.study.probe.rejection`)
+    is answered ``too_slow`` without running, its speedup the probes' prediction
+    (``probe_rejected`` in its result's numerics); the baselines always run.
 
     Every objective plugin gives a value (those with a direction) and may give a
     constraint. A value that is missing or NaN (which Optuna refuses) becomes ``inf`` in
@@ -175,7 +189,15 @@ def make_objective(
                 trial.set_user_attr("duplicate_of", done.number)
                 set_constraints(trial, named_constraints(done))
                 return tuple(done.values)
-        result = executor.run_trial(policy, budget)
+        ruled = "" if "baseline" in trial.user_attrs else rejection(probes, trial.params)
+        if ruled:
+            result = TrialResult(
+                policy=policy.to_dict(), status="too_slow", reason=ruled,
+                speedup=predicted(probes, trial.params), numerics={"probe_rejected": True},
+            )  # fmt: skip
+            trial.set_user_attr("probe_rejected", True)
+        else:
+            result = executor.run_trial(policy, budget)
         trial.set_user_attr("result", result.to_dict(max_points=MAX_CURVE_POINTS))
         trial.set_user_attr("status", result.status)
         trial.set_user_attr("reason", result.reason)
@@ -255,9 +277,15 @@ def search_trials(
             )
             time.sleep(wait)
     notes = list(counter.notes)
+    if counter.rejected:
+        notes.append(
+            f"{counter.rejected} proposals were answered by the probes without running "
+            "(a dtype they ruled out; not counted as trials)"
+        )
     if counter.exhausted and counter.done < options.trials:
         notes.append(
             f"stopped after {counter.done} new trials: the sampler proposes only policies "
-            f"it measured already (the space holds {size})"
+            f"it measured already{' or the probes ruled out' if counter.rejected else ''} "
+            f"(the space holds {size})"
         )
     return notes

@@ -74,6 +74,9 @@ class SearchOptions:
     batch_size: int | None = None
     confirm_top: int = 3
     confirm_time: float = 60.0
+    # Most seconds of the probes' timed rounds; 0: no probes; None: $PRECSEARCH_PROBE_TIME
+    # or 30.
+    probe_time: float | None = None
     watchdog: float | None = None
     keep_slow: bool = False
     dimensions: list[str] | None = None
@@ -106,6 +109,18 @@ class SearchOptions:
         if not filled.confirm_time > 0:
             raise UserInputError(
                 f"--confirm-time {filled.confirm_time}: expected a positive number of seconds"
+            )
+        if filled.probe_time is None:
+            text = os.environ.get("PRECSEARCH_PROBE_TIME", "30")
+            try:
+                filled.probe_time = float(text)
+            except ValueError:
+                raise UserInputError(
+                    f"PRECSEARCH_PROBE_TIME={text!r}: expected a number of seconds"
+                ) from None
+        if not filled.probe_time >= 0:
+            raise UserInputError(
+                f"--probe-time {filled.probe_time}: expected 0 (no probes) or more seconds"
             )
         if filled.steps is not None and filled.steps < 1:
             raise UserInputError(f"--steps {filled.steps}: expected a positive integer")

@@ -8,6 +8,8 @@
 2. the search space is built from it (:mod:`precsearch.study.space`) and the study
    opened or resumed in its storage (:mod:`precsearch.study.storage`), FP32 and the
    global recipe enqueued first;
+   the probes measure each layer group alone in low precision
+   (:mod:`precsearch.study.probe`) and the predicted-best policy is enqueued;
 3. Optuna drives the trials (:mod:`precsearch.study.optimize`), each run by the executor;
 4. the best candidates are re-measured and the answer chosen
    (:mod:`precsearch.study.confirm`);
@@ -47,6 +49,7 @@ from precsearch.study.confirm import confirm
 from precsearch.study.executors import Executor, InProcess, Worker
 from precsearch.study.optimize import make_objective, make_sampler, search_trials
 from precsearch.study.options import DEFAULT_EXPORTERS, SearchOptions, check_study_name
+from precsearch.study.probe import probe_study
 from precsearch.study.space import SearchSpace
 from precsearch.study.storage import (
     SharedReferences,
@@ -62,7 +65,9 @@ __all__ = [
     "default_study_name",
     "export_winner",
     "make_executor",
+    "prepare_run",
     "run_study",
+    "space_for",
 ]
 
 
@@ -167,7 +172,7 @@ def make_executor(
     )
 
 
-def _prepare(model: str | os.PathLike[str] | ModelSpec, options: SearchOptions) -> _Run:
+def prepare_run(model: str | os.PathLike[str] | ModelSpec, options: SearchOptions) -> _Run:
     """The run's options resolved, its plugins checked and its folder named, before any
     model is built: every mistake here is the user's, and cheap to find."""
     spec = model if isinstance(model, ModelSpec) else None
@@ -297,6 +302,15 @@ def _write_files(run: _Run, study: Any, logs: TensorBoardLog) -> str:
     return f"writing the study's files failed ({'; '.join(failed)})" if failed else ""
 
 
+def space_for(info: ModelInfo, options: SearchOptions) -> SearchSpace:
+    """The search space the options give for the model."""
+    space_options = SpaceOptions(
+        group_by=options.group_by, casts=options.casts, dtypes=options.dtypes,
+        lr_rule=options.lr_rule,
+    )  # fmt: skip
+    return SearchSpace(info.to_dict(), space_options, options.dimensions)
+
+
 def run_study(
     model: str | os.PathLike[str] | ModelSpec,
     options: SearchOptions,
@@ -320,7 +334,7 @@ def run_study(
     from optuna.trial import TrialState
 
     t_start = time.perf_counter()
-    run = _prepare(model, options)
+    run = prepare_run(model, options)
     options = run.options
     storage = open_storage(options.storage, run.study_dir, options.heartbeat)
     own_executor = executor is None
@@ -332,11 +346,7 @@ def run_study(
     try:
         executor.start()
         info = executor.model_info
-        space_options = SpaceOptions(
-            group_by=options.group_by, casts=options.casts, dtypes=options.dtypes,
-            lr_rule=options.lr_rule,
-        )  # fmt: skip
-        space = SearchSpace(info.to_dict(), space_options, options.dimensions)
+        space = space_for(info, options)
         study, created = _open_search(run, storage, space, info)
         share = SharedReferences(study, run.study_dir / "work")
         share.download()
@@ -351,7 +361,11 @@ def run_study(
         before = {
             t.number for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING
         }
-        objective = make_objective(space, executor, run.budget, run.objectives, options.seed)
+        probes, said = probe_study(study, executor, space, options, run.budget.block, progress)
+        run.notes += said
+        objective = make_objective(
+            space, executor, run.budget, run.objectives, options.seed, probes
+        )
         run.notes += search_trials(study, objective, options, space, progress, [share, logs])
         if options.confirm_top > 0:
             try:

@@ -310,6 +310,17 @@ class Worker:
         }
         return Measurement.from_dict(self._call(message, timeout))
 
+    def numerics(
+        self, configs: list[tuple[str, Policy]], timeout: float | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """:func:`precsearch.engine.probe.numerics` in the worker.
+
+        Raises:
+            TrialFailed: The worker died or timed out.
+        """
+        message = {"cmd": "numerics", "configs": [[label, p.to_dict()] for label, p in configs]}
+        return self._call(message, timeout)
+
     def export(
         self,
         policy: Policy,

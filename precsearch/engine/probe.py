@@ -1,0 +1,96 @@
+"""The numerics half of the probes, in the worker: one batch under each policy against FP32.
+
+Before a search, :mod:`precsearch.study.probe` asks, per layer group and low dtype, what
+that group alone in low precision does to the model's numbers: the same first training
+batch (at most 64 examples), from the same initial weights and the same seed, through
+the policy's model and through FP32's, forward and backward. Per policy: the relative
+error of the loss and of the whole gradient (the vector of every trainable variable's
+gradient; under loss scaling the scaled loss is differentiated and unscaled, as the
+optimizer sees it), and the largest activation with the layer that holds it, against
+float16's limit (65504). Runs eagerly, outside any timed step; the speed half is the
+confirmation's own measuring (:mod:`precsearch.engine.measure`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from precsearch.policy import Policy
+
+__all__ = ["numerics"]
+
+PROBE_BATCH = 64
+
+
+def _loss_and_gradient(model: Any, x: Any, y: Any, seed: int) -> tuple[float, Any]:
+    """The loss and the flat float64 gradient of one training batch (unscaled)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from precsearch.policy.layers import scalar
+
+    keras.utils.set_random_seed(seed)  # the same dropout masks on both sides
+    optimizer = model.optimizer
+    scale = 1.0
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        scale = scalar(optimizer.dynamic_scale)
+    variables = model.trainable_variables
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=True)
+        loss = tf.cast(model.compute_loss(x=x, y=y, y_pred=y_pred, training=True), tf.float32)
+        scaled = loss * scale
+    grads = tape.gradient(scaled, variables)
+    flat = [
+        np.zeros(int(np.prod(v.shape)))
+        if g is None
+        else np.asarray(tf.cast(tf.convert_to_tensor(g), tf.float64)).ravel() / scale
+        for v, g in zip(variables, grads, strict=True)
+    ]
+    return float(loss), np.concatenate(flat) if flat else np.zeros(0)
+
+
+def _relative(a: Any, b: Any) -> float | None:
+    """``|a - b| / |b|`` (norms for vectors); ``None`` where ``a`` is not finite (the
+    replies are JSON, which has no infinity)."""
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not np.isfinite(a).all():
+        return None
+    norm = float(np.linalg.norm(b))
+    return float(np.linalg.norm(a - b)) / norm if norm > 0 else float(np.linalg.norm(a))
+
+
+def numerics(runner: Any, configs: list[tuple[str, Policy]]) -> dict[str, dict[str, Any]]:
+    """Per label: ``loss_error`` and ``gradient_error`` (relative, against FP32; ``None``
+    when not finite),
+    ``max_activation`` and the ``layer`` that holds it, and ``problem`` (non-finite
+    values, or activations near float16's limit: empty when none).
+
+    Args:
+        runner: A :class:`~precsearch.engine.runner.Runner`.
+        configs: ``(label, policy)`` pairs.
+    """
+    from precsearch.policy.numerics import probe
+
+    problem = runner.problem
+    x, y = problem.first_batch(min(problem.batch_size, PROBE_BATCH))
+    reference = problem.model_for(problem.baseline(), seed=0)
+    ref_loss, ref_grad = _loss_and_gradient(reference, x, y, seed=0)
+    out = {}
+    for label, given in configs:
+        model = problem.model_for(problem.normalise(given), seed=0)
+        loss, grad = _loss_and_gradient(model, x, y, seed=0)
+        rows = probe(model, (x, y))
+        top = max(rows, key=lambda r: r["max_activation"], default=None)
+        bad = next((r for r in rows if r["problem"]), None)
+        out[label] = {
+            "loss_error": _relative(loss, ref_loss),
+            "gradient_error": _relative(grad, ref_grad),
+            "max_activation": top["max_activation"] if top else 0.0,
+            "layer": top["layer"] if top else "",
+            "problem": f"{bad['layer']}: {bad['problem']}" if bad else "",
+        }
+        del model
+    return out
