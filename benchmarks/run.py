@@ -3,7 +3,7 @@
     python benchmarks/run.py all            # all but scaling, in order (~2 hours on 2 cores)
     python benchmarks/run.py quality        # or one: instrument, quality, selection,
                                             #   repeatability, efficiency, overhead, scaling,
-                                            #   casts, readme
+                                            #   casts, costmodel, warmstart, readme
     python benchmarks/run.py quality --results benchmarks/results/<machine>   # elsewhere
 
 Writes ``benchmarks/results/<name>.md`` (and ``.csv``) with the machine and the date.
@@ -725,15 +725,24 @@ PHASES = tuple(key for _, keys in TIMED_PHASES for key in keys)
 # search of the quality step, so run quality first.
 OVERHEAD = {
     "wide_mlp": ("overhead", "wide_mlp", {"trials": 8}),
-    "mobilenet_v2": ("quality", "mobilenet_v2", None),
+    "mobilenet_v2": ("overhead", "mobilenet_v2", {"trials": 6, "steps": 30}),
 }
 
 
 def overhead() -> None:
+    previous = []
+    if (RESULTS / "overhead.csv").exists():
+        # The last run's figures, kept beside the new ones: before and after a change.
+        text = (RESULTS / "overhead.md").read_text().splitlines()
+        measured = next((x for x in text if x.startswith("Measured ")), "Measured earlier (")
+        previous_when = measured.removeprefix("Measured ").split(" (")[0]
+        previous = pd.read_csv(RESULTS / "overhead.csv").to_dict("records")
     rows = []
     for name, (folder, study_name, budget) in OVERHEAD.items():
+        wall = None
         if budget is not None:
             shutil.rmtree(WORK / folder / study_name, ignore_errors=True)  # a fresh search
+            t0 = time.perf_counter()
             precsearch.search(
                 str(STUDIES / name / "model.py"),
                 out=str(WORK / folder),
@@ -742,12 +751,15 @@ def overhead() -> None:
                 progress=sys.stderr,
                 **budget,
             )
+            wall = time.perf_counter() - t0
         study = precsearch.load_study(WORK / folder / study_name).study
+        probes = study.user_attrs.get("probes") or {}
         results = [
             TrialResult.from_dict(t.user_attrs["result"])
             for t in study.trials
             if "result" in t.user_attrs and "duplicate_of" not in t.user_attrs
-        ]
+            and not t.user_attrs.get("probe_rejected")
+        ]  # fmt: skip
         totals, total, share = time_split(results)
         rows.append(
             {
@@ -757,26 +769,47 @@ def overhead() -> None:
                 "total_s": total,
                 **totals,
                 "overhead_share": share,
+                "study_wall_s": wall,
+                "probe_s": probes.get("seconds", 0.0),
+                "answered_by_probes": sum(
+                    bool(t.user_attrs.get("probe_rejected")) for t in study.trials
+                ),
             }
         )
     intro = (
-        "Summed over the trials of one search per example (duplicates excluded, no "
-        "confirmation): wide_mlp with the default space (8 trials), MobileNetV2 from the "
-        "quality step (6 trials, 30 steps). Overhead = everything but the measured blocks "
+        "Summed over the trials of one fresh search per example (duplicates and trials "
+        "the probes answered excluded, no confirmation; the probes themselves are in "
+        "`costmodel.md`): wide_mlp with the default space (8 trials), MobileNetV2 (6 "
+        "trials, 30 steps). Overhead = everything but the measured blocks "
         "and the rest of the training. `reference` = the FP32 runs of the user's training "
         "(3 seeds, once), one FP32 run per new batch size and XLA setting (the precision-only "
         "diagnostic) and the FP32 timing model; worker start, import and set-up are paid "
         "once per worker (one per study here) and charged to its first trial.\n"
     )
     table = markdown_table(
-        ["example", "trials", "total", *PHASES, "overhead"],
+        ["example", "trials", "total", *PHASES, "overhead", "whole study", "probes",
+         "answered by the probes"],
         (
             [r["example"], r["trials"], f"{r['total_s']:.0f} s",
-             *(f"{r[p]:.0f} s" for p in PHASES), f"{r['overhead_share']:.0%}"]
+             *(f"{r[p]:.0f} s" for p in PHASES), f"{r['overhead_share']:.0%}",
+             f"{r['study_wall_s']:.0f} s", f"{r['probe_s']:.0f} s", r["answered_by_probes"]]
             for r in rows
         ),
     )  # fmt: skip
-    write_results("overhead", rows, "Overhead: where a trial's wall time goes", [intro, *table])
+    before = []
+    if previous:
+        before = [
+            f"\nThe previous run ({previous_when}): "
+            + "; ".join(
+                f"{r['example']} {r['trials']} trials in {r['total_s']:.0f} s, overhead "
+                f"{r['overhead_share']:.0%}"
+                for r in previous
+            )
+            + ". Its studies had no probes; this page's figures replace it."
+        ]
+    write_results(
+        "overhead", rows, "Overhead: where a trial's wall time goes", [intro, *table, *before]
+    )
 
 
 def scaling() -> None:
@@ -925,6 +958,220 @@ def casts() -> None:
                   [intro, *table])  # fmt: skip
 
 
+# Per example, the grouping whose dtype combinations at the user's own batch size and XLA
+# setting are few enough to measure every one (at most 8) beside the probes' predictions.
+COSTMODEL = {"wide_mlp": "type", "digits_cnn": "layer", "tiny_transformer": "type",
+             "mobilenet_v2": "type"}  # fmt: skip
+PROBE_TIME = 60.0
+
+
+def _dtype_points(space: SearchSpace) -> list[dict[str, Any]]:
+    """Every combination of the space's dtype parameters (the rest at FP32's values)."""
+    fp32 = dict(space.baselines())["fp32"]
+    groups = [p for p in space.choices() if p.startswith("dtype")]
+    return [
+        {**fp32, **dict(zip(groups, values, strict=True))}
+        for values in itertools.product(*(space.choices()[g] for g in groups))
+    ]
+
+
+def costmodel() -> None:
+    """The probes' cost model against every dtype combination measured side by side."""
+    from precsearch.study.probe import predicted, run_probes
+
+    rows, summary = [], []
+    for name, group_by in COSTMODEL.items():
+        with Worker(STUDIES / name / "model.py", WORK / "costmodel" / name, Budget()) as worker:
+            worker.start()
+            info = worker.model_info.to_dict()
+            options = SpaceOptions(group_by=group_by, dtypes=["float32", "bfloat16"])
+            space = SearchSpace(info, options, ["layer_dtypes"])
+            record = run_probes(worker, space, PROBE_TIME, block=10)
+            points = [p for p in _dtype_points(space) if p != dict(space.baselines())["fp32"]]
+            measured = selection(worker, [space.policy(p) for p in points], 10, block=10)
+        errors = []
+        for i, params in enumerate(points):
+            figures = ratio_figures(measured.rates[f"c{i}"], measured.rates["fp32"])
+            guess = predicted(record, params)
+            error = guess / figures["estimate"] - 1
+            errors.append(abs(error))
+            low = [k.removeprefix("dtype:") or "every layer" for k, v in params.items()
+                   if k.startswith("dtype") and v == "bfloat16"]  # fmt: skip
+            rows.append(
+                {
+                    "example": name,
+                    "group_by": group_by,
+                    "bfloat16": ", ".join(low),
+                    "predicted": guess,
+                    "measured": figures_text(figures),
+                    "error": error,
+                    "covered": figures["low"] <= guess <= figures["high"],
+                }
+            )
+        summary.append(
+            {
+                "example": name,
+                "probes": len(record["probes"]),
+                "probe_s": record["seconds"],
+                "probe_rounds": record["rounds"],
+                "policies": len(points),
+                "within_15": sum(e <= 0.15 for e in errors),
+                "median_error": statistics.median(errors),
+                "max_error": max(errors),
+                "fp32_copy": figures_text(
+                    ratio_figures(measured.rates["null"], measured.rates["fp32"])
+                ),
+            }
+        )
+        write_csv("costmodel_policies", rows)
+    intro = (
+        "Per example, the probes as `precsearch run` takes them before its search (each "
+        "dtype group alone in bfloat16, and all of them, timed against FP32 in interleaved "
+        f"rounds for at most {PROBE_TIME:.0f} s), then every combination of the groups in "
+        "bfloat16 at the user's batch size and XLA setting measured side by side in one "
+        "worker (10 rounds in random orders beside FP32 and a copy of it). Predicted = the "
+        "product of the groups' probe ratios; error = predicted / measured - 1; 'in "
+        "interval': the prediction inside the measured ratio's 95% interval.\n"
+    )
+    head = markdown_table(
+        ["example", "probes", "probe time", "policies", "within ±15%", "median error",
+         "largest error", "FP32 copy"],
+        (
+            [r["example"], r["probes"], f"{r['probe_s']:.0f} s ({r['probe_rounds']} rounds)",
+             r["policies"], f"{r['within_15']} of {r['policies']}", f"{r['median_error']:.0%}",
+             f"{r['max_error']:.0%}", r["fp32_copy"]]
+            for r in summary
+        ),
+    )  # fmt: skip
+    table = markdown_table(
+        ["example", "in bfloat16", "predicted", "measured", "error", "in interval"],
+        (
+            [r["example"], r["bfloat16"], f"{r['predicted']:.2f}x", r["measured"],
+             f"{r['error']:+.0%}", "yes" if r["covered"] else "no"]
+            for r in rows
+        ),
+    )  # fmt: skip
+    write_results("costmodel", summary, "The probes' cost model against measured policies",
+                  [intro, *head, "\n## Every policy\n", *table])  # fmt: skip
+    write_csv("costmodel_policies", rows)
+
+
+# digits_cnn by layer in the cast-aware space (its convolutions and hidden Dense get a
+# choice), XLA and two batch sizes: small enough to measure every policy here.
+WARMSTART = {"example": "digits_cnn", "group_by": "layer", "batch_sizes": [64, 256],
+             "dimensions": ["layer_dtypes", "jit_compile", "batch_size"], "rounds": 3,
+             "block": 5, "chunk": 16, "seeds": 5, "trials": (4, 8, 12, 20)}  # fmt: skip
+
+
+def warmstart() -> None:
+    """Search efficiency with and without the probes, replayed on an exhaustive table."""
+    import optuna
+
+    from precsearch.study.probe import predicted, predicted_best, rejection, run_probes
+
+    cfg = WARMSTART
+    with Worker(STUDIES / cfg["example"] / "model.py", WORK / "warmstart", Budget()) as worker:
+        worker.start()
+        info = worker.model_info.to_dict()
+        options = SpaceOptions(group_by=cfg["group_by"], dtypes=["float32", "bfloat16"],
+                               batch_sizes=cfg["batch_sizes"])  # fmt: skip
+        space = SearchSpace(info, options, cfg["dimensions"])
+        record = run_probes(worker, space, PROBE_TIME, block=10)
+        choices = space.choices()
+        names = list(choices)
+        points = [dict(zip(names, v, strict=True)) for v in itertools.product(*choices.values())]
+        speed: dict[tuple, float] = {}
+        t0 = time.perf_counter()
+        for start in range(0, len(points), cfg["chunk"]):
+            chunk = points[start : start + cfg["chunk"]]
+            measured = selection(worker, [space.policy(p) for p in chunk], cfg["rounds"],
+                                 cfg["block"])  # fmt: skip
+            for i, params in enumerate(chunk):
+                figures = ratio_figures(measured.rates[f"c{i}"], measured.rates["fp32"])
+                speed[tuple(params[n] for n in names)] = figures["estimate"]
+        measure_s = time.perf_counter() - t0
+    optimum = max(speed.values())
+    distributions = {n: optuna.distributions.CategoricalDistribution(choices[n]) for n in names}
+
+    def replay(sampler: str, trials: int, seed: int, probes: bool) -> tuple[float, int]:
+        """The share of the optimum found within ``trials`` counted trials, as a study
+        runs them (FP32 and the global recipe first; with the probes, the predicted best
+        next and ruled-out policies answered from the probes, not counted)."""
+        make = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3),
+                "random": lambda: optuna.samplers.RandomSampler(seed=seed)}  # fmt: skip
+        study = optuna.create_study(direction="maximize", sampler=make[sampler]())
+        for _, params in space.baselines():
+            study.enqueue_trial(params)
+        best = predicted_best(record, space) if probes else None
+        if best is not None:
+            study.enqueue_trial(best)
+        counted, asked, found = 0, 0, 0.0
+        while counted < trials and asked < 500:
+            asked += 1
+            trial = study.ask(distributions)
+            if probes and rejection(record, trial.params):
+                study.tell(trial, predicted(record, trial.params))
+                continue
+            value = speed[tuple(trial.params[n] for n in names)]
+            study.tell(trial, value)
+            counted += 1
+            found = max(found, value)
+        return found / optimum, asked - counted
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rows = []
+    for sampler in ("tpe", "random"):
+        for probes in (False, True):
+            for trials in cfg["trials"]:
+                runs = [replay(sampler, trials, seed, probes) for seed in range(cfg["seeds"])]
+                shares = [share for share, _ in runs]
+                rows.append(
+                    {
+                        "sampler": sampler,
+                        "probes": probes,
+                        "trials": trials,
+                        "mean_share": statistics.mean(shares),
+                        "min_share": min(shares),
+                        "answered_by_probes": statistics.mean(n for _, n in runs),
+                    }
+                )
+    fp32_key = tuple(dict(space.baselines())["fp32"][n] for n in names)
+    ranked = sorted(speed.items(), key=lambda kv: -kv[1])
+    intro = (
+        f"Space: {cfg['example']}, `group_by={cfg['group_by']}` in the cast-aware space, "
+        f"dimensions {', '.join(names)}: {len(points)} policies, every one measured against "
+        f"FP32 (chunks of {cfg['chunk']}, {cfg['rounds']} rounds of at least {cfg['block']} "
+        f"calls and 0.5 s; {measure_s:.0f} s). The probes were measured for real first "
+        f"({len(record['probes'])} probes, {record['rounds']} rounds, {record['seconds']:.0f} s); "
+        f"they ruled out {ruled_text(record)}. Each study is replayed as `precsearch run` runs "
+        "one: FP32 and the global recipe first, then the sampler; with the probes the "
+        "predicted-best policy comes third and a policy they rule out is answered from them "
+        "(not counted as a trial). Share = the best speedup found within N counted trials "
+        f"over the table's best ({optimum:.2f}x; FP32 itself measured "
+        f"{speed[fp32_key]:.2f}x, the noise of one entry; the best is "
+        f"{summarize_policy(space.policy(dict(zip(names, ranked[0][0], strict=True))).to_dict())}"
+        f" at batch {dict(zip(names, ranked[0][0], strict=True))['batch_size']}), over "
+        f"{cfg['seeds']} seeds.\n"
+    )
+    table = markdown_table(
+        ["sampler", "probes", "trials", "mean share", "worst seed", "answered by the probes"],
+        (
+            [r["sampler"], "yes" if r["probes"] else "no", r["trials"], f"{r['mean_share']:.3f}",
+             f"{r['min_share']:.3f}", f"{r['answered_by_probes']:.1f}"]
+            for r in rows
+        ),
+    )  # fmt: skip
+    write_results("warmstart", rows, "Search efficiency with the probes' warm start",
+                  [intro, *table])  # fmt: skip
+
+
+def ruled_text(record: dict[str, Any]) -> str:
+    from precsearch.study.probe import ruled_out
+
+    gone = ruled_out(record)
+    return ", ".join(f"bfloat16 for {p.removeprefix('dtype:')}" for p in gone) or "nothing"
+
+
 def write_machine() -> None:
     """The machine the results come from, for the README's Results section."""
     hw = describe()
@@ -948,6 +1195,8 @@ STEPS = {
     "overhead": overhead,
     "scaling": scaling,
     "casts": casts,
+    "costmodel": costmodel,
+    "warmstart": warmstart,
     "readme": readme,
 }
 ALL = ("instrument", "quality", "selection", "repeatability", "overhead", "readme")
