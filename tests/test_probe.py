@@ -109,9 +109,21 @@ def test_a_dtype_is_ruled_out_only_when_it_loses_alone_and_together(mlp):
     assert rejection(both_slow, params).startswith("ruled out by the probes: hidden in bfloat16")
     assert rejection(both_slow, {**params, "dtype:hidden": "float32"}) == ""
     assert rejection(None, params) == ""
-    # The cost model: the product of the groups' ratios.
-    assert predicted(both_slow, {**params, "dtype:hidden2": "bfloat16"}) == pytest.approx(0.65)
+    # The cost model: a group alone is its probe, all of them the all-groups probe (not
+    # the product, 0.65: two low groups need no casts between them)...
+    assert predicted(both_slow, params) == 0.5
+    assert predicted(both_slow, {**params, "dtype:hidden2": "bfloat16"}) == pytest.approx(0.5)
     assert predicted(both_slow, {"dtype:hidden": "float32"}) == 1.0
+    # ... without an all-groups probe the product; between, the interaction spread evenly:
+    # 2 of 3 groups get half of it (all 0.4 against a product of 0.8).
+    assert predicted(record({"dtype:hidden": slow, "dtype:hidden2": fast}, None),
+                     {**params, "dtype:hidden2": "bfloat16"}) == pytest.approx(0.65)  # fmt: skip
+    one, lower = speed(1.0, 0.9, 1.1), speed(0.8, 0.7, 0.9)
+    three = record(
+        {"dtype:a": one, "dtype:b": one, "dtype:c": lower}, together=speed(0.4, 0.3, 0.5)
+    )
+    two = {"dtype:a": "bfloat16", "dtype:b": "bfloat16", "dtype:c": "float32"}
+    assert predicted(three, two) == pytest.approx(1.0 * 1.0 * (0.4 / 0.8) ** 0.5)
     # The predicted best: the faster group alone, at the user's batch size.
     best = predicted_best(both_slow, space)
     assert best["dtype:hidden2"] == "bfloat16" and best["dtype:hidden"] == "float32"
