@@ -122,6 +122,8 @@ def journal_cases(matrix: Matrix, out: Path) -> None:
         "run", str(FAULTS_MODEL), "--study-name", "faults", "--out", str(out),
         "--steps", "20", "--dtypes", "float32,bfloat16,float16", "--group-by", "layer",
         "--trial-timeout", TRIAL_TIMEOUT,
+        # Every fault layer its own choice: weightless, they would follow their input.
+        "--casts", "independent",
     ]  # fmt: skip
     made = run_cli(*args, "--trials", "0", "--confirm", "0")
     assert made.returncode == 0, made.stderr[-2000:]

@@ -9,7 +9,7 @@ import optuna
 import pytest
 from helpers import MODELS, run_cli
 
-from precsearch import Policy
+from precsearch import Policy, UserInputError
 from precsearch.loaders import load_model_file
 from precsearch.results.explain import group_effects, probe_summary, why_lines
 from precsearch.study.executors import InProcess
@@ -65,6 +65,14 @@ def test_a_probe_puts_one_group_alone_in_low_precision(mlp):
     assert alone["dtype:hidden"] == "bfloat16" and alone["dtype:hidden2"] == "float32"
     # The user's own batch size and XLA setting: the probe measures precision alone.
     assert space.policy(alone).batch_size == 32 and not space.policy(alone).jit_compile
+
+
+def test_a_space_without_a_low_dtype_has_nothing_to_probe(mlp):
+    executor, _ = mlp
+    fp32_only = SearchSpace(executor.model_info.to_dict(), SpaceOptions(dtypes=["float32"]))
+    assert probe_params(fp32_only) == []
+    with pytest.raises(UserInputError, match="nothing to probe"):
+        run_probes(executor, fp32_only, seconds=1, block=5)
 
 
 def test_the_probes_measure_speed_with_an_interval_and_numerics_against_fp32(mlp):

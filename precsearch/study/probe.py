@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from precsearch.errors import TrialFailed, one_line
+from precsearch.errors import TrialFailed, UserInputError, one_line
 from precsearch.stats import figures_text, half_width, ratio_figures
 from precsearch.study.selection import measure_rounds
 
@@ -91,6 +91,11 @@ def run_probes(
     t0 = time.perf_counter()
     fp32 = space.policy(dict(space.baselines())["fp32"])
     probes = probe_params(space)
+    if not probes:
+        raise UserInputError(
+            "nothing to probe: the space offers no low-precision dtype for any layer group "
+            "(see --dtypes and --group-by)"
+        )
     configs = [("fp32", fp32)] + [(label, space.policy(p)) for label, _, _, p in probes]
 
     def settled(m: Any) -> bool:
@@ -247,7 +252,7 @@ def probe_study(
     search to run without them (a note says why)."""
     record = study.user_attrs.get("probes")
     notes: list[str] = []
-    if record is None and options.probe_time > 0 and any(map(_is_dtype, space.choices())):
+    if record is None and options.probe_time > 0 and probe_params(space):
         try:
             record = run_probes(executor, space, options.probe_time, block, options.seed)
         except TrialFailed as exc:
