@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,17 @@ def test_a_trial_with_its_own_budget_leaves_the_runner_budget_alone(runner):
     assert result.numerics["evaluated_at"] == shorter.samples(32)
     assert runner.reference(budget=shorter).steps == shorter.steps
     assert runner.reference().steps == BUDGET.steps
+
+
+def test_a_candidate_trains_its_fp32_twin_only_when_it_gets_to_be_judged(tmp_path):
+    model = load_model_file(MODELS / "nan_in_bf16.py")
+    runner = Runner(model, work_dir=tmp_path, budget=BUDGET)
+    twins = lambda: sorted(p.name for p in tmp_path.glob("reference_*bs64*"))  # noqa: E731
+    stopped = runner.run_trial(Policy(default="mixed_bfloat16", batch_size=64))
+    assert stopped.status == "infeasible", stopped.reason  # non-finite at its first step
+    assert twins() == [] and not stopped.twin
+    judged = runner.run_trial(Policy(batch_size=64))
+    assert judged.fidelity_gap is not None, judged.reason  # trained to the end, judged
+    assert len(twins()) == 1 and judged.twin["status"]
+    twin = json.loads((tmp_path / twins()[0]).read_text())
+    assert judged.timings["reference"] >= twin["seconds"]  # the twin's training is counted

@@ -16,6 +16,7 @@ The confirmation's measurement runs on a Runner too (:func:`precsearch.engine.me
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -171,7 +172,8 @@ class Runner:
                 base_batch_size=problem.batch_size,
                 jit_compile=policy.jit_compile,
             )
-            same = self.reference(config, seeds=(0,), budget=budget)  # the candidate's twin
+            # The candidate's twin, trained only if the candidate gets that far.
+            same = functools.partial(self.reference, config, seeds=(0,), budget=budget)
         spent = time.perf_counter() - t0
         result = run_trial(
             problem, policy, budget, self.fidelity, reference, fp32, memory, same,
@@ -185,7 +187,7 @@ class Runner:
             result.numerics["rewrite_applied"] = result.curve["loss"][0] != first
         if judging:
             result.numerics["judging"] = judging
-        result.timings["reference"] = spent
+        result.timings["reference"] = result.timings.get("reference", 0.0) + spent
         result.timings["total"] += spent
         release()  # the candidate is gone; its memory goes back before the next trial
         result.numerics["rss_after_mb"] = rss_mb()

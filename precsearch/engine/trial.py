@@ -23,7 +23,8 @@ their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
 5. judges it against the FP32 runs *at equal samples* (:func:`precsearch.engine.fidelity.judge`:
    one-sided, worse beyond the noise), with the time each side needs to reach FP32's
    quality and, when the batch size or XLA differ, what precision alone changes (its
-   FP32 twin, judged too);
+   FP32 twin, judged too: trained only now, so that a trial stopped before this point
+   costs no FP32 run at its batch size);
 6. after training, outside the timed steps, records the gradient's norm on one batch
    (global and per layer), for TensorBoard.
 """
@@ -172,7 +173,7 @@ def run_trial(
     reference: Reference,
     fp32: tuple[Any, Any],
     memory: PeakMemory,
-    same: Reference | None = None,
+    same: Callable[[], Reference] | None = None,
     context: Callable[[], Any] = contextlib.nullcontext,
     build: Callable[..., Any] | None = None,
 ) -> TrialResult:
@@ -187,8 +188,10 @@ def run_trial(
         fp32: A traced FP32 model of the user's training and its data stream: the side
             every candidate is timed against.
         memory: The trial's peak-memory mark (set before its references ran).
-        same: One FP32 run at the candidate's batch size and XLA setting (seed 0, as
-            the candidate), when those differ from the user's: its FP32 twin.
+        same: Gives one FP32 run at the candidate's batch size and XLA setting (seed 0,
+            as the candidate), when those differ from the user's: its FP32 twin. Called
+            only for a candidate that trained to the end (its time is the trial's
+            ``reference`` timing).
         context: Wraps every candidate call (TensorFlow's graph rewrite is a setting
             that applies to the functions called while it is on).
         build: Makes the candidate's model (default :meth:`Problem.model_for`).
@@ -301,6 +304,10 @@ def run_trial(
     result.time_to_quality = time_to_quality(result, reference)
     result.time_to_quality["trace_s"] = timings["trace"]
     if same is not None:
-        result.precision_gap = precision_gap(result, same, reference, fidelity)
-        result.twin = judge_twin(same, reference, fidelity)
+        t0 = time.perf_counter()
+        twin = same()
+        timings["reference"] = time.perf_counter() - t0
+        timings["total"] += timings["reference"]
+        result.precision_gap = precision_gap(result, twin, reference, fidelity)
+        result.twin = judge_twin(twin, reference, fidelity)
     return result
