@@ -65,3 +65,22 @@ def test_a_candidate_trains_its_fp32_twin_only_when_it_gets_to_be_judged(tmp_pat
     assert len(twins()) == 1 and judged.twin["status"]
     twin = json.loads((tmp_path / twins()[0]).read_text())
     assert judged.timings["reference"] >= twin["seconds"]  # the twin's training is counted
+
+
+def test_an_fp32_candidate_is_its_own_twin_and_the_twin_of_later_candidates(tmp_path, monkeypatch):
+    runner = Runner(load_model_file(MODELS / "mlp.py"), work_dir=tmp_path, budget=BUDGET)
+    runner.reference()  # the user's training and the timing model, built before counting
+    built = []
+    model_for = runner.problem.model_for
+    monkeypatch.setattr(
+        runner.problem, "model_for", lambda p, seed: built.append(p) or model_for(p, seed)
+    )
+    fp32 = runner.run_trial(Policy(batch_size=64))
+    assert fp32.fidelity_gap is not None, fp32.reason
+    assert len(built) == 1  # the candidate alone: no second FP32 run at batch 64
+    assert fp32.precision_gap == pytest.approx(0.0, abs=1e-9)  # precision alone: nothing
+    (twin,) = tmp_path.glob("reference_*bs64*")
+    kept = json.loads(twin.read_text())
+    assert kept["curves"][0] == fp32.curve["loss"][: len(kept["curves"][0])]
+    low = runner.run_trial(Policy(default="mixed_bfloat16", batch_size=64))
+    assert low.precision_gap is not None and len(built) == 2  # reused, not trained again

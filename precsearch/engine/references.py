@@ -6,8 +6,9 @@ budget's samples; the spread between seeds is the noise of
 :mod:`precsearch.engine.fidelity`. Candidates train with seed 0, which none of these
 runs uses, so that each is judged as a draw held out from the runs that measure the
 noise. A single run with seed 0 at a candidate's batch size and XLA setting is its FP32
-twin: what precision alone changes. One traced model serves every seed (its weights and
-optimizer state are restored between runs), the validation figures at the initial
+twin: what precision alone changes (an FP32 candidate's own training is its twin, kept
+for later candidates at its batch size). One traced model serves every seed (its weights
+and optimizer state are restored between runs), the validation figures at the initial
 weights are measured once, and the runs are cached in memory and, with a work folder,
 in a JSON file per model fingerprint, batch size, LR rule, step count and seeds, written
 atomically so that other workers reading the folder never see half a file.
@@ -82,13 +83,7 @@ class References:
         <precsearch.engine.problem.Problem.baseline>`: its runs are the noise every trial
         is judged against.
         """
-        problem = self.problem
-        policy = problem.normalise(policy)
-        if policy.batch_size == problem.batch_size:
-            policy = dataclasses.replace(policy, lr_rule="none")  # every rule is a no-op
-        seeds = tuple(seeds) if seeds is not None else noise_seeds(budget)
-        calls = budget.calls(policy.batch_size * problem.steps_per_execution,
-                             problem.batch_size, timed=False)  # fmt: skip
+        policy, calls, seeds = self._normal(policy, budget, seeds)
         key = (policy.batch_size, policy.lr_rule, policy.jit_compile, calls, seeds)
         cached = self._cache.get(key)
         path = self.path(policy, calls, seeds)
@@ -97,11 +92,33 @@ class References:
         if cached is not None:
             self._cache[key] = cached
             return cached
-        ref = self._run(policy, calls, seeds)
-        self._cache[key] = ref
+        return self.keep(policy, budget, self._run(policy, calls, seeds))
+
+    def calls(self, policy: Policy, budget: Budget) -> int:
+        """The calls of an FP32 run under ``policy`` for the budget's samples."""
+        per_call = (policy.batch_size or self.problem.batch_size) * self.problem.steps_per_execution
+        return budget.calls(per_call, self.problem.batch_size, timed=False)
+
+    def keep(self, policy: Policy, budget: Budget, ref: Reference) -> Reference:
+        """Cache ``ref`` as the FP32 runs under ``policy`` for the budget's samples with
+        its seeds: made here, or an FP32 candidate's own training, which is its twin."""
+        policy, calls, seeds = self._normal(policy, budget, ref.seeds)
+        ref = dataclasses.replace(ref, lr_rule=policy.lr_rule)
+        self._cache[(policy.batch_size, policy.lr_rule, policy.jit_compile, calls, seeds)] = ref
+        path = self.path(policy, calls, seeds)
         if path is not None:
             write_text_atomic(path, json.dumps(ref.to_dict()))
         return ref
+
+    def _normal(
+        self, policy: Policy, budget: Budget, seeds: Sequence[int] | None
+    ) -> tuple[Policy, int, tuple[int, ...]]:
+        """The normal form of a reference's policy, its calls and its seeds."""
+        policy = self.problem.normalise(policy)
+        if policy.batch_size == self.problem.batch_size:
+            policy = dataclasses.replace(policy, lr_rule="none")  # every rule is a no-op
+        seeds = tuple(seeds) if seeds is not None else noise_seeds(budget)
+        return policy, self.calls(policy, budget), seeds
 
     def _run(self, policy: Policy, calls: int, seeds: tuple[int, ...]) -> Reference:
         problem = self.problem

@@ -129,6 +129,14 @@ class Runner:
         policy = policy or self.problem.baseline()
         return self.references.get(policy, budget or self.budget, seeds)
 
+    def _twin(self, config: Policy, budget: Budget, own: Reference | None) -> Reference:
+        """A candidate's FP32 twin under ``config`` (its batch size and XLA setting),
+        asked for once the candidate has trained to the end: ``own``, the candidate's own
+        run when it is FP32 (kept for later candidates), else trained now (cached)."""
+        if own is not None:
+            return self.references.keep(config, budget, own)
+        return self.reference(config, seeds=(0,), budget=budget)
+
     def judging(self, reference: Reference) -> str:
         """What cannot judge a candidate at this budget, in one line ("" when everything
         can; :func:`~precsearch.engine.fidelity.assess`).
@@ -172,8 +180,7 @@ class Runner:
                 base_batch_size=problem.batch_size,
                 jit_compile=policy.jit_compile,
             )
-            # The candidate's twin, trained only if the candidate gets that far.
-            same = functools.partial(self.reference, config, seeds=(0,), budget=budget)
+            same = functools.partial(self._twin, config, budget)
         spent = time.perf_counter() - t0
         result = run_trial(
             problem, policy, budget, self.fidelity, reference, fp32, memory, same,

@@ -160,6 +160,25 @@ def _train_on(candidate: _Candidate, calls: int, reference: Reference) -> None:
         candidate.step()
 
 
+def _own_run(candidate: _Candidate, policy: Policy, reference: Reference, calls: int) -> Reference:
+    """An FP32 candidate's training to the budget's ``calls``, as an FP32 run with its
+    seed: its own twin."""
+    val = candidate.val
+    return Reference(
+        batch_size=candidate.batch_size,
+        lr_rule=policy.lr_rule,
+        jit_compile=policy.jit_compile,
+        steps=calls,
+        samples_per_call=candidate.per_call,
+        curves=[candidate.losses[:calls]],
+        val_loss=[val.get("loss")],
+        val_metric=[val.get("metric")],
+        metric_name=val.get("metric_name"),
+        seeds=[0],
+        initial=reference.initial,
+    )
+
+
 def _low(policy: Policy) -> bool:
     """Whether any rule of ``policy`` asks for a low-precision dtype."""
     return any(d != "float32" for d in policy.rule_dtypes())
@@ -173,7 +192,7 @@ def run_trial(
     reference: Reference,
     fp32: tuple[Any, Any],
     memory: PeakMemory,
-    same: Callable[[], Reference] | None = None,
+    same: Callable[[Reference | None], Reference] | None = None,
     context: Callable[[], Any] = contextlib.nullcontext,
     build: Callable[..., Any] | None = None,
 ) -> TrialResult:
@@ -191,7 +210,8 @@ def run_trial(
         same: Gives one FP32 run at the candidate's batch size and XLA setting (seed 0,
             as the candidate), when those differ from the user's: its FP32 twin. Called
             only for a candidate that trained to the end (its time is the trial's
-            ``reference`` timing).
+            ``reference`` timing), with the candidate's own run when the candidate is
+            FP32 (that run is its twin; none is trained), else with ``None``.
         context: Wraps every candidate call (TensorFlow's graph rewrite is a setting
             that applies to the functions called while it is on).
         build: Makes the candidate's model (default :meth:`Problem.model_for`).
@@ -305,7 +325,9 @@ def run_trial(
     result.time_to_quality["trace_s"] = timings["trace"]
     if same is not None:
         t0 = time.perf_counter()
-        twin = same()
+        calls = budget.calls(cand.per_call, problem.batch_size, timed=False)
+        own = None if _low(policy) or build else _own_run(cand, policy, reference, calls)
+        twin = same(own)
         timings["reference"] = time.perf_counter() - t0
         timings["total"] += timings["reference"]
         result.precision_gap = precision_gap(result, twin, reference, fidelity)
