@@ -3,7 +3,7 @@
     python benchmarks/run.py all            # all but scaling, in order (~2 hours on 2 cores)
     python benchmarks/run.py quality        # or one: instrument, quality, selection,
                                             #   repeatability, efficiency, overhead, scaling,
-                                            #   casts, costmodel, warmstart, readme
+                                            #   casts, costmodel, warmstart, wall, readme
     python benchmarks/run.py quality --results benchmarks/results/<machine>   # elsewhere
 
 Writes ``benchmarks/results/<name>.md`` (and ``.csv``) with the machine and the date.
@@ -33,7 +33,7 @@ import precsearch
 from precsearch.hardware import describe
 from precsearch.records import Budget, Measurement, TrialResult
 from precsearch.results.report import PHASES as TIMED_PHASES
-from precsearch.results.report import summarize_policy, time_split, ttq_text
+from precsearch.results.report import summarize_policy, time_split, time_summary, ttq_text
 from precsearch.stats import figures_text, ratio_figures
 from precsearch.study.confirm import confirm
 from precsearch.study.executors import Worker
@@ -117,6 +117,47 @@ def _versions() -> dict[str, str]:
     }
 
 
+def answer_fields(result: Any) -> dict[str, Any]:
+    """A finished search's trials and confirmed answer, as the benchmark tables show them."""
+    record = result.confirmation
+    policy = result.best_policy
+    frame = result.trials
+    new = frame[frame["duplicate_of"].isna()]
+    manifest = policy.manifest
+    confirmed = manifest["confirmed"]
+    peers = record.peers
+    return {
+        "trials": len(new),
+        "statuses": ", ".join(f"{k} {v}" for k, v in new["status"].value_counts().items()),
+        "best_trial": record.best_trial,
+        "best_is_fp32": record.best_is_fp32,
+        "best_policy": summarize_policy(policy.to_dict()),
+        "batch_size": policy.batch_size,
+        "jit": policy.jit_compile,
+        "own_batch_size": manifest["baseline"]["batch_size"],
+        "own_jit": manifest["baseline"]["jit_compile"],
+        "answer": confirmed.get("answer"),
+        "vs_fp32": figures_text(confirmed["speedup_vs_fp32"]),
+        "from_precision": figures_text(confirmed.get("from_precision")),
+        "from_batch_and_xla": figures_text(confirmed.get("from_batch_size_and_xla")),
+        "time_to_quality": ttq_text(confirmed.get("time_to_quality")),
+        "vs_global": figures_text(confirmed.get("speedup_vs_global_mixed")),
+        "global_peer": peer_text(peers.get("global")),
+        "rewrite_peer": peer_text(peers.get("graph_rewrite")),
+        "fp32_copy_vs_fp32": figures_text(record.null_vs_fp32),
+        "instrument_error_pct": round(instrument_percent(record.null_vs_fp32), 1),
+        "selection_rounds": record.rounds["selection"],
+        "fresh_rounds": record.rounds["fresh"],
+        "fidelity_gap": manifest["fidelity"]["gap"],
+        "fp32_as_a_candidate_gap": manifest["fidelity"]["fp32_as_a_candidate"],
+        "judged_on": manifest["fidelity"]["judging"],
+        "lr_rule": manifest["lr_rule"].get("rule"),
+        "precision_gap": manifest["fidelity"]["precision_gap"],
+        "verdict": record.verdict,
+        "raw_rounds": json.dumps(record.measured),
+    }
+
+
 def quality() -> None:
     rows = []
     for name, budget in QUALITY.items():
@@ -130,45 +171,11 @@ def quality() -> None:
             **budget,
         )
         seconds = time.perf_counter() - t0
-        record = result.confirmation
-        policy = result.best_policy
-        frame = result.trials
-        new = frame[frame["duplicate_of"].isna()]
-        manifest = policy.manifest
-        confirmed = manifest["confirmed"]
-        peers = record.peers
         rows.append(
             {
                 "example": name,
                 "budget": ", ".join(f"{k}={v}" for k, v in budget.items()),
-                "trials": len(new),
-                "statuses": ", ".join(f"{k} {v}" for k, v in new["status"].value_counts().items()),
-                "best_trial": record.best_trial,
-                "best_is_fp32": record.best_is_fp32,
-                "best_policy": summarize_policy(policy.to_dict()),
-                "batch_size": policy.batch_size,
-                "jit": policy.jit_compile,
-                "own_batch_size": manifest["baseline"]["batch_size"],
-                "own_jit": manifest["baseline"]["jit_compile"],
-                "answer": confirmed.get("answer"),
-                "vs_fp32": figures_text(confirmed["speedup_vs_fp32"]),
-                "from_precision": figures_text(confirmed.get("from_precision")),
-                "from_batch_and_xla": figures_text(confirmed.get("from_batch_size_and_xla")),
-                "time_to_quality": ttq_text(confirmed.get("time_to_quality")),
-                "vs_global": figures_text(confirmed.get("speedup_vs_global_mixed")),
-                "global_peer": peer_text(peers.get("global")),
-                "rewrite_peer": peer_text(peers.get("graph_rewrite")),
-                "fp32_copy_vs_fp32": figures_text(record.null_vs_fp32),
-                "instrument_error_pct": round(instrument_percent(record.null_vs_fp32), 1),
-                "selection_rounds": record.rounds["selection"],
-                "fresh_rounds": record.rounds["fresh"],
-                "fidelity_gap": manifest["fidelity"]["gap"],
-                "fp32_as_a_candidate_gap": manifest["fidelity"]["fp32_as_a_candidate"],
-                "judged_on": manifest["fidelity"]["judging"],
-                "lr_rule": manifest["lr_rule"].get("rule"),
-                "precision_gap": manifest["fidelity"]["precision_gap"],
-                "verdict": record.verdict,
-                "raw_rounds": json.dumps(record.measured),
+                **answer_fields(result),
                 "wall_s": round(seconds),
             }
         )
@@ -1196,6 +1203,72 @@ def write_machine() -> None:
     (RESULTS / "machine.json").write_text(json.dumps(machine, indent=2) + "\n")
 
 
+# The issue's MobileNetV3Small-class study, with its own precsearch_config (16 trials,
+# 120 steps at batch 32) and every default of `precsearch run`, confirmation included.
+WALL = "mobilenet_v3_small"
+
+
+def wall() -> None:
+    """One whole study from start to end, as `precsearch run` does it: its wall time,
+    where it went, and the answer."""
+    name = WALL
+    shutil.rmtree(WORK / "wall" / name, ignore_errors=True)  # a fresh search
+    t0 = time.perf_counter()
+    result = precsearch.search(
+        str(STUDIES / name / "model.py"), out=str(WORK / "wall"), study_name=name,
+        progress=sys.stderr,
+    )  # fmt: skip
+    seconds = time.perf_counter() - t0
+    study = result.study
+    probes = study.user_attrs.get("probes") or {}
+    results = [
+        TrialResult.from_dict(t.user_attrs["result"])
+        for t in study.trials
+        if "result" in t.user_attrs and "duplicate_of" not in t.user_attrs
+        and not t.user_attrs.get("probe_rejected")
+    ]  # fmt: skip
+    phases, trial_total, share = time_split(results)
+    probe_s = probes.get("seconds", 0.0)
+    row = {
+        "example": name,
+        "wall_s": seconds,
+        "probe_s": probe_s,
+        "trials_s": trial_total,
+        "rest_s": seconds - probe_s - trial_total,
+        "answered_by_probes": sum(bool(t.user_attrs.get("probe_rejected")) for t in study.trials),
+        "repeats": sum("duplicate_of" in t.user_attrs for t in study.trials),
+        **phases,
+        "overhead_share": share,
+        **answer_fields(result),
+    }
+    intro = (
+        f"`precsearch run studies/{name}/model.py` with every default (16 trials of 120 "
+        "steps at batch 32, the probes, the confirmation), from a fresh study folder, in "
+        "one process; wall time from start to the exported answer. 'rest' is what is "
+        "neither the probes nor a trial: the confirmation, the export and the study's own "
+        "start.\n"
+    )
+    best = "FP32" if row["best_is_fp32"] else row["best_policy"]
+    table = markdown_table(
+        ["wall", "probes", "trials", "rest", "trials run", "answered by the probes",
+         "repeats", "overhead in trials", "answer", "batch", "XLA", "vs FP32", "FP32 copy"],
+        [[f"{seconds:.0f} s ({seconds / 60:.1f} min)", f"{probe_s:.0f} s",
+          f"{trial_total:.0f} s", f"{row['rest_s']:.0f} s", row["trials"],
+          row["answered_by_probes"], row["repeats"], f"{share:.0%}", best,
+          row["batch_size"], "on" if row["jit"] else "off", row["vs_fp32"],
+          row["fp32_copy_vs_fp32"]]],
+    )  # fmt: skip
+    lines = [
+        intro,
+        *table,
+        "",
+        f"Trials: {row['statuses']}. " + time_summary(results, trial_total),
+        "",
+        f"Verdict: {row['verdict']}.",
+    ]
+    write_results("wall", [row], "A whole study's wall time: MobileNetV3Small", lines)
+
+
 def readme() -> None:
     """Write the README's Results table from the result files."""
     from readme import update_readme
@@ -1214,6 +1287,7 @@ STEPS = {
     "casts": casts,
     "costmodel": costmodel,
     "warmstart": warmstart,
+    "wall": wall,
     "readme": readme,
 }
 ALL = ("instrument", "quality", "selection", "repeatability", "overhead", "readme")
