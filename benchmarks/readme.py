@@ -127,6 +127,19 @@ def _overhead() -> str:
     )
 
 
+def _wall() -> str:
+    (r,) = _rows("wall.csv")
+    minutes = float(r["wall_s"]) / 60
+    return (
+        f"A whole study (`precsearch run studies/{r['example']}/model.py`, 16 trials of 120 "
+        f"steps, every default): {minutes:.1f} min, of which probes "
+        f"{float(r['probe_s']):.0f} s, trials {float(r['trials_s']):.0f} s "
+        f"({r['trials']} proposed: {r['answered_by_probes']} answered by the probes; overhead "
+        f"{float(r['overhead_share']):.0%}), confirmation and export {float(r['rest_s']):.0f} s; "
+        f"answer {r['vs_fp32']} FP32 (`wall.md`{_elsewhere('wall.md')})."
+    )
+
+
 def _casts() -> str:
     rows = _rows("casts.csv")
     dims = ", ".join(f"{r['example']} {r['dims_follow']}/{r['dims_independent']}" for r in rows)
@@ -180,6 +193,7 @@ def results_section() -> str:
         _repeatability(),
         _efficiency(),
         _overhead(),
+        _wall(),
         _casts(),
         _probes(),
         END,

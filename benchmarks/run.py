@@ -812,7 +812,7 @@ def overhead() -> None:
                 f"{r['overhead_share']:.0%}"
                 for r in previous
             )
-            + ". Its studies had no probes; this page's figures replace it."
+            + ". This page's figures replace it."
         ]
     write_results(
         "overhead", rows, "Overhead: where a trial's wall time goes", [intro, *table, *before]
@@ -1212,6 +1212,16 @@ def wall() -> None:
     """One whole study from start to end, as `precsearch run` does it: its wall time,
     where it went, and the answer."""
     name = WALL
+    before = []
+    if (RESULTS / "wall.csv").exists():  # the last run, kept beside: before and after a change
+        (last,) = pd.read_csv(RESULTS / "wall.csv").to_dict("records")
+        measured = (RESULTS / "wall.md").read_text().split("Measured ", 1)[-1].split(" (")[0]
+        before = [
+            f"\nThe previous run ({measured}): {last['wall_s']:.0f} s ({last['wall_s'] / 60:.1f} "
+            f"min): probes {last['probe_s']:.0f} s, trials {last['trials_s']:.0f} s, rest "
+            f"{last['rest_s']:.0f} s; overhead in trials {last['overhead_share']:.0%}; answer "
+            f"{last['vs_fp32']}."
+        ]
     shutil.rmtree(WORK / "wall" / name, ignore_errors=True)  # a fresh search
     t0 = time.perf_counter()
     result = precsearch.search(
@@ -1265,6 +1275,7 @@ def wall() -> None:
         f"Trials: {row['statuses']}. " + time_summary(results, trial_total),
         "",
         f"Verdict: {row['verdict']}.",
+        *before,
     ]
     write_results("wall", [row], "A whole study's wall time: MobileNetV3Small", lines)
 
