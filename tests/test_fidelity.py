@@ -107,6 +107,20 @@ def test_a_validation_figure_at_chance_cannot_judge_and_is_left_out():
     assert status == "ok" and set(gaps) == {"loss"}
 
 
+def test_a_validation_accuracy_that_falls_as_fp32_trains_cannot_judge():
+    # CI's MobileNetV3Small at 10 steps on 297 validation digits: FP32 predicts one class
+    # at a time, and its accuracy falls from 36/297 to 31, 30, 31 of 297, beyond the noise
+    # but the wrong way. FP32 itself (seed 0, 27/297) was called 1.28 units worse on it.
+    ref = reference(val_metric=(31 / 297, 30 / 297, 31 / 297), initial={"metric": 36 / 297})
+    assessment = assess(ref)
+    assert "validation accuracy gets worse over 8 steps" in assessment["val_metric"]
+    status, _, _, gaps = judge(result(1.0, metric=27 / 297), ref, Fidelity())
+    assert status == "ok" and set(gaps) == {"loss"}
+    # The same fall in a loss is learning; the same rise in an accuracy is too.
+    assert assess(reference(val_metric=(41 / 297, 42 / 297, 41 / 297),
+                            initial={"metric": 36 / 297}))["val_metric"] == ""  # fmt: skip
+
+
 def test_a_saturated_training_loss_cannot_judge():
     ref = reference(finals=(0.0, 0.00001, 0.0))
     assert "saturates" in assess(ref)["loss"]
