@@ -1239,12 +1239,14 @@ def wall() -> None:
     ]  # fmt: skip
     phases, trial_total, share = time_split(results)
     probe_s = probes.get("seconds", 0.0)
+    rest = (study.user_attrs.get("confirmation") or {}).get("seconds") or {}
     row = {
         "example": name,
         "wall_s": seconds,
         "probe_s": probe_s,
         "trials_s": trial_total,
         "rest_s": seconds - probe_s - trial_total,
+        **{f"{name}_s": rest.get(name) for name in ("selection", "peers", "fresh", "export")},
         "answered_by_probes": sum(bool(t.user_attrs.get("probe_rejected")) for t in study.trials),
         "repeats": sum("duplicate_of" in t.user_attrs for t in study.trials),
         **phases,
@@ -1273,6 +1275,19 @@ def wall() -> None:
         *table,
         "",
         f"Trials: {row['statuses']}. " + time_summary(results, trial_total),
+        "",
+        "The rest: "
+        + ", ".join(
+            f"{words} {rest[name]:.0f} s"
+            for name, words in (
+                ("selection", "the selection's rounds"),
+                ("peers", "the graph rewrite's trial"),
+                ("fresh", "the fresh rounds"),
+                ("export", "training and exporting the answer"),
+            )
+            if name in rest
+        )
+        + ".",
         "",
         f"Verdict: {row['verdict']}.",
         *before,

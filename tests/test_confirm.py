@@ -145,6 +145,9 @@ def test_confirm_chooses_then_reports_fresh_rounds_with_peers_judged():
     raw = Measurement.from_dict(record.measured["fresh"])
     assert len(raw.orders) == record.rounds["fresh"] == len(raw.rates["best"])
     assert Confirmation.from_dict(study.user_attrs["confirmation"]) == record
+    # Where the confirmation's time went, phase by phase (the export's is added by run).
+    assert set(record.seconds) == {"selection", "peers", "fresh"}
+    assert all(s >= 0 for s in record.seconds.values())
 
 
 def test_a_rewrite_tensorflow_did_not_apply_is_not_available_not_a_ratio():

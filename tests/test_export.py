@@ -71,7 +71,11 @@ def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
     if manifest["is_fp32"]:
         assert confirmed["speedup_vs_fp32"] == copy
         assert "your FP32 training is the answer (instrument error ±" in manifest["verdict"]
-    else:
+    # Each phase of the confirmation and the export took time, and says how much.
+    seconds = precsearch.load_study(folder).confirmation.seconds
+    assert set(seconds) == {"selection", "peers", "fresh", "export"}
+    assert all(s > 0 for s in seconds.values())
+    if not manifest["is_fp32"]:
         record = precsearch.load_study(folder).confirmation
         chosen = next(c for c in record.candidates if c["trial"] == manifest["trial"])
         assert chosen["wins"] and chosen["lower"] > 1  # chosen by the selection's test

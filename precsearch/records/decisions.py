@@ -77,6 +77,9 @@ class Confirmation:
         confidence: The level of the intervals shown.
         measured: The raw rounds, ``{"selection": Measurement, "fresh": Measurement}``
             as JSON: every figure can be recomputed from them.
+        seconds: Wall seconds of each phase: ``selection`` (its rounds, tracing
+            included), ``peers`` (the graph rewrite's trial), ``fresh`` (the fresh
+            rounds) and, once the answer is written, ``export``.
     """
 
     rounds: dict[str, int]
@@ -95,6 +98,7 @@ class Confirmation:
     verdict: str
     confidence: float = 0.95
     measured: dict[str, Any] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""

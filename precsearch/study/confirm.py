@@ -262,16 +262,20 @@ def confirm(
     labels = [f"c{i}" for i in range(len(chosen))]
     configs = [("fp32", base), ("null", base)]
     configs += [(label, stored_policy(t)) for label, t in zip(labels, chosen, strict=True)]
+    spent, start = {}, time.perf_counter()
     selection = measure_rounds(
         executor, configs, rng, block, seconds, lambda m: choose(m, labels).decided, clock
     )
+    spent["selection"] = time.perf_counter() - start
     chosen_by = choose(selection, labels)
     by_label = dict(zip(labels, chosen, strict=True))
     candidates = [
         {**entry, "trial": by_label[entry["label"]].number} for entry in chosen_by.candidates
     ]
 
+    start = time.perf_counter()
     peers = _peer_records(study, executor, budget)
+    spent["peers"] = time.perf_counter() - start
     configs = [("fp32", base), ("null", base)]
     winner_trial = by_label[chosen_by.winner] if chosen_by.winner else None
     winner = stored_policy(winner_trial) if winner_trial else None
@@ -292,7 +296,9 @@ def confirm(
         return all(half_width(ratio_figures(m.rates[x], m.rates["fp32"])) <= HALF_WIDTH
                    for x in shown)  # fmt: skip
 
+    start = time.perf_counter()
     fresh = measure_rounds(executor, configs, rng, block, seconds, precise, clock)
+    spent["fresh"] = time.perf_counter() - start
     best, verdict = report(fresh, winner, base, peers, twin_feasible)
     answer = {"fp32": base, "winner": winner, "twin": winner and twin_of(winner)}[best["answer"]]
     best_trial = {"fp32": fp32, "winner": winner_trial, "twin": twin_trial}[best["answer"]]
@@ -317,6 +323,7 @@ def confirm(
         verdict=verdict,
         confidence=CONFIDENCE,
         measured={"selection": selection.to_dict(), "fresh": fresh.to_dict()},
+        seconds=spent,
     )
     study.set_user_attr("confirmation", record.to_dict())
     return record

@@ -276,7 +276,10 @@ def _confirm_and_export(run: _Run, study: Any, executor: Executor) -> str:
     def model_exports(policy: Any, names: list[str]) -> list[str]:
         return executor.export(policy, names, run.study_dir)["paths"]
 
+    start = time.perf_counter()
     run.paths.update(export_winner(study, run.study_dir, run.exporters, model_exports))
+    record.seconds["export"] = time.perf_counter() - start
+    study.set_user_attr("confirmation", record.to_dict())
     return record.verdict
 
 
