@@ -27,6 +27,7 @@ from typing import Any
 
 from precsearch.engine.fidelity import assess, judging_note
 from precsearch.engine.instrument import step
+from precsearch.engine.measure import keep_peer
 from precsearch.engine.memory import PeakMemory, release, rss_mb
 from precsearch.engine.peers import GraphRewrite
 from precsearch.engine.problem import Problem, import_tensorflow
@@ -98,6 +99,7 @@ class Runner:
         # The confirmation's traced configurations, kept between its calls
         # (precsearch.engine.measure).
         self.timed_cache: dict[tuple[str, str, int], Any] = {}
+        self.traced_models: dict[tuple[bool, str], Any] = {}
         self.references = References(self.problem, self.work_dir, keep=self._keep)
 
     def _keep(self, model: Any, iterator: Any) -> None:
@@ -182,10 +184,17 @@ class Runner:
             )
             same = functools.partial(self._twin, config, budget)
         spent = time.perf_counter() - t0
+        build = None
+        if rewrite is not None:
+
+            def build(policy: Policy, seed: int = 0) -> Any:
+                model = rewrite.build(policy, seed=seed)
+                keep_peer(self, model, rewrite)  # for the fresh rounds, traced once
+                return model
+
         result = run_trial(
             problem, policy, budget, self.fidelity, reference, fp32, memory, same,
-            rewrite.context if rewrite else contextlib.nullcontext,
-            rewrite.build if rewrite else None,
+            rewrite.context if rewrite else contextlib.nullcontext, build,
         )  # fmt: skip
         if rewrite is not None and result.curve["loss"] and not base.jit_compile:
             # From the same weights and data, an untouched graph gives FP32's first loss
