@@ -32,8 +32,15 @@ import pandas as pd
 import precsearch
 from precsearch.hardware import describe
 from precsearch.records import Budget, Measurement, TrialResult
+from precsearch.results.report import (
+    OUTSIDE,
+    outside_trials,
+    summarize_policy,
+    time_split,
+    time_summary,
+    ttq_text,
+)
 from precsearch.results.report import PHASES as TIMED_PHASES
-from precsearch.results.report import summarize_policy, time_split, time_summary, ttq_text
 from precsearch.stats import figures_text, ratio_figures
 from precsearch.study.confirm import confirm
 from precsearch.study.executors import Worker
@@ -1246,7 +1253,7 @@ def wall() -> None:
         "probe_s": probe_s,
         "trials_s": trial_total,
         "rest_s": seconds - probe_s - trial_total,
-        **{f"{name}_s": rest.get(name) for name in ("selection", "peers", "fresh", "export")},
+        **{f"{phase}_s": rest.get(phase) for phase, _ in OUTSIDE},
         "answered_by_probes": sum(bool(t.user_attrs.get("probe_rejected")) for t in study.trials),
         "repeats": sum("duplicate_of" in t.user_attrs for t in study.trials),
         **phases,
@@ -1276,18 +1283,7 @@ def wall() -> None:
         "",
         f"Trials: {row['statuses']}. " + time_summary(results, trial_total),
         "",
-        "The rest: "
-        + ", ".join(
-            f"{words} {rest[name]:.0f} s"
-            for name, words in (
-                ("selection", "the selection's rounds"),
-                ("peers", "the graph rewrite's trial"),
-                ("fresh", "the fresh rounds"),
-                ("export", "training and exporting the answer"),
-            )
-            if name in rest
-        )
-        + ".",
+        outside_trials(study),
         "",
         f"Verdict: {row['verdict']}.",
         *before,

@@ -38,6 +38,10 @@ def same_trials_csv(a: Path, b: Path) -> bool:
 def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
     folder, first, second = tiny_study
     assert "Answer (fresh rounds):" in second.stdout
+    # Where the time after the trials went (no probes here: PRECSEARCH_PROBE_TIME=0).
+    (outside,) = [line for line in second.stdout.splitlines() if "Outside the trials: " in line]
+    assert "the selection's rounds" in outside
+    assert outside.endswith(" s.") and "training and exporting the answer" in outside
     policy = precsearch.load_policy(folder / "best_policy.json")
     manifest = policy.manifest
     confirmed = manifest["confirmed"]

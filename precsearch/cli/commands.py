@@ -101,7 +101,7 @@ def run_options(args: argparse.Namespace) -> Any:
 def cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from precsearch.results.report import pareto_table, time_summary
+    from precsearch.results.report import outside_trials, pareto_table, time_summary
     from precsearch.study.run import run_study
 
     if not Path(args.model_file).is_file():
@@ -117,7 +117,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print()
         print(f"Answer (fresh rounds): {run.verdict}.")
     print()
-    print(time_summary(run.results, run.seconds))
+    print(
+        " ".join(filter(None, [time_summary(run.results, run.seconds), outside_trials(run.study)]))
+    )
     print()
     _print_paths(run.paths)
     return _failed(run)
@@ -129,7 +131,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from precsearch.study.options import SearchOptions
-    from precsearch.study.probe import probe_lines, ruled_out, run_probes
+    from precsearch.study.probe import XLA, probe_lines, ruled_out, run_probes
     from precsearch.study.run import make_executor, prepare_run, space_for
 
     if not Path(args.model_file).is_file():
@@ -154,7 +156,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         print(json.dumps({**record, "ruled_out": ruled_out(record)}, indent=2))
         return 0
     print(
-        f"Each layer group alone in low precision against FP32 ({record['rounds']} rounds "
+        "Each layer group alone in low precision"
+        + (", and XLA," if any(e["param"] == XLA for e in record["probes"].values()) else "")
+        + f" against FP32 ({record['rounds']} rounds "
         f"in {record['seconds']:.0f} s; speed 95% interval; numerics on one batch):"
     )
     for line in probe_lines(record):

@@ -33,7 +33,13 @@ from precsearch.results.explain import (
     why_lines,
 )
 from precsearch.results.figures import curves_figure, optuna_figures, pareto_figure
-from precsearch.results.report import SHORT, assignments_summary, time_summary, ttq_text
+from precsearch.results.report import (
+    SHORT,
+    assignments_summary,
+    outside_trials,
+    time_summary,
+    ttq_text,
+)
 from precsearch.stats import figures_text
 from precsearch.study.trials import confirmation_of, finished, is_feasible, is_repeat, stored_policy
 
@@ -228,7 +234,8 @@ measured on {html.escape(str(hardware.get("cpu", "?")))}
 <section><h2>Best policy by layer group</h2>{_groups_html(study)}</section>
 {_probes_html(study)}
 {"".join(parts[1:])}
-<section><h2>Where the time went</h2><p>{html.escape(time_summary(results, seconds))}</p></section>
+<section><h2>Where the time went</h2><p>{html.escape(time_summary(results, seconds))}
+{html.escape(outside_trials(study))}</p></section>
 <p class="note">Live view of the study: <code>{live}</code> (a journal storage; give the
 URL of a shared one). Loss, step times, loss scale and gradient norms of every trial over
 FP32: <code>{logs}</code>.</p>

@@ -16,6 +16,7 @@ __all__ = [
     "serving_text",
     "summarize_policy",
     "ttq_text",
+    "outside_trials",
     "time_split",
     "time_summary",
 ]
@@ -192,3 +193,21 @@ def time_summary(results: list[TrialResult], seconds: float) -> str:
         + ", ".join(parts)
         + f". Overhead (all but measured blocks and training): {share:.0%}."
     )
+
+
+OUTSIDE = (
+    ("selection", "the selection's rounds"),
+    ("peers", "the graph rewrite's trial"),
+    ("fresh", "the fresh rounds"),
+    ("export", "training and exporting the answer"),
+)  # the confirmation's phases (precsearch.records.Confirmation.seconds)
+
+
+def outside_trials(study: Any) -> str:
+    """Where a study's time outside its trials went: the probes (measured once per
+    study) and each phase of the confirmation ("" when there is neither)."""
+    probes = (study.user_attrs.get("probes") or {}).get("seconds")
+    spent = (study.user_attrs.get("confirmation") or {}).get("seconds") or {}
+    parts = [f"the probes {probes:.0f} s"] if probes else []
+    parts += [f"{words} {spent[name]:.0f} s" for name, words in OUTSIDE if name in spent]
+    return f"Outside the trials: {', '.join(parts)}." if parts else ""
