@@ -11,14 +11,17 @@ from helpers import MODELS, run_cli
 
 from precsearch import Policy, UserInputError
 from precsearch.loaders import load_model_file
+from precsearch.records import GRAPH_REWRITE, Budget
 from precsearch.results.explain import group_effects, probe_summary, why_lines
 from precsearch.study.executors import InProcess
 from precsearch.study.options import SearchOptions
 from precsearch.study.probe import (
     ALL,
+    XLA,
     accuracy,
     predicted,
     predicted_best,
+    probe_lines,
     probe_params,
     rejection,
     ruled_out,
@@ -60,17 +63,22 @@ def record(alone: dict[str, dict], together: dict | None, error: float | None = 
 def test_a_probe_puts_one_group_alone_in_low_precision(mlp):
     _, space = mlp
     probes = {label: params for label, _, _, params in probe_params(space)}
-    assert set(probes) == {"dtype:hidden=bfloat16", "dtype:hidden2=bfloat16", f"{ALL}=bfloat16"}
+    assert set(probes) == {"dtype:hidden=bfloat16", "dtype:hidden2=bfloat16", f"{ALL}=bfloat16",
+                           f"{XLA}=True"}  # fmt: skip
     alone = probes["dtype:hidden=bfloat16"]
     assert alone["dtype:hidden"] == "bfloat16" and alone["dtype:hidden2"] == "float32"
     # The user's own batch size and XLA setting: the probe measures precision alone.
     assert space.policy(alone).batch_size == 32 and not space.policy(alone).jit_compile
+    # The XLA probe is FP32 with XLA, at the user's batch size.
+    xla = space.policy(probes[f"{XLA}=True"])
+    assert xla.jit_compile and xla.batch_size == 32 and xla.rule_dtypes() == {"float32"}
 
 
 def test_a_space_without_a_low_dtype_has_nothing_to_probe(mlp):
     executor, _ = mlp
     fp32_only = SearchSpace(executor.model_info.to_dict(), SpaceOptions(dtypes=["float32"]))
-    assert probe_params(fp32_only) == []
+    # Only XLA is left to probe, and XLA alone is not what the probes are for.
+    assert [param for _, param, _, _ in probe_params(fp32_only)] == [XLA]
     with pytest.raises(UserInputError, match="nothing to probe"):
         run_probes(executor, fp32_only, seconds=1, block=5)
 
@@ -82,9 +90,12 @@ def test_the_probes_measure_speed_with_an_interval_and_numerics_against_fp32(mlp
     got = run_probes(executor, space, seconds=1, block=5)
     assert got["rounds"] >= 5
     assert set(got["probes"]) == {label for label, *_ in probe_params(space)}
+    assert got["probes"][f"{XLA}=True"]["numerics"] == {}  # XLA: the same dtypes
     for entry in got["probes"].values():
         s = entry["speed"]
         assert 0 < s["low"] <= s["estimate"] <= s["high"] and s["rounds"] == got["rounds"]
+        if entry["param"] == XLA:
+            continue
         n = entry["numerics"]
         # bfloat16 keeps 8 bits of mantissa: off FP32, but not by much on one batch.
         assert 0 < n["gradient_error"] < 0.2 and n["loss_error"] < 0.05
@@ -96,6 +107,27 @@ def test_fp32_against_itself_has_no_numerical_error(mlp):
     fp32 = space.policy(dict(space.baselines())["fp32"])
     same = executor.numerics([("fp32", fp32)])["fp32"]
     assert same["gradient_error"] == 0 and same["loss_error"] == 0
+
+
+def test_one_traced_model_per_policy_serves_the_trials_probes_and_confirmation(mlp):
+    executor, space = mlp
+    runner = executor.runner
+    fp32 = space.policy(dict(space.baselines())["fp32"])
+    low = space.policy({**dict(space.baselines())["fp32"], "dtype:hidden": "bfloat16"})
+    executor.confirm([("fp32", fp32), ("null", fp32), ("c0", low)], [["fp32", "null", "c0"]], 2)
+    executor.confirm([("fp32", fp32), ("null", fp32), ("best", low)], [["best", "fp32", "null"]], 3)
+    models = {key[0]: timed.model for key, timed in runner.timed_cache.items()}
+    # The user's FP32 is the model the trials are timed against; its copy is another;
+    # the fresh rounds' winner is the selection's candidate, not traced again.
+    assert models["fp32"] is runner.timing_model()[0]
+    assert models["null"] is not models["fp32"]
+    assert models["best"] is models["c0"] and models["c0"] is not models["fp32"]
+    # TensorFlow's graph rewrite: its trial's model, traced under the rewrite, is the one
+    # the fresh rounds time.
+    executor.run_trial(None, Budget(steps=10), peer=GRAPH_REWRITE)
+    kept = runner.traced_models[(False, "null")].model
+    executor.confirm([("fp32", fp32), (GRAPH_REWRITE, None)], [[GRAPH_REWRITE, "fp32"]], 2)
+    assert runner.timed_cache[(GRAPH_REWRITE, "null", 2)].model is kept
 
 
 def test_a_group_that_goes_non_finite_says_so(tmp_path):
@@ -139,6 +171,31 @@ def test_a_dtype_is_ruled_out_only_when_it_loses_alone_and_together(mlp):
     # No group faster, or the faster one non-finite: nothing to enqueue.
     assert predicted_best(record({"dtype:hidden": slow}, None), space) is None
     assert predicted_best(record({"dtype:hidden2": fast}, None, error=None), space) is None
+
+
+def test_xla_is_ruled_out_like_a_dtype_and_predicted_with_it(mlp):
+    _, space = mlp
+    slow, fast = speed(0.3, 0.28, 0.32), speed(1.4, 1.3, 1.5)
+    fp32 = dict(dict(space.baselines())["fp32"])
+    made = record({"dtype:hidden": fast}, None)
+    made["probes"][f"{XLA}=True"] = {"param": XLA, "dtype": "True", "speed": slow,
+                                     "numerics": {}}  # fmt: skip
+    assert ruled_out(made) == {XLA: ["True"]}
+    with_xla = {**fp32, XLA: True, "batch_size": 64}
+    assert rejection(made, with_xla) == (
+        "ruled out by the probes: XLA alone 0.30x (0.28-0.32) of FP32's speed"
+    )
+    assert rejection(made, fp32) == ""
+    # A rejected trial's speedup is the probes' prediction, XLA's part included.
+    assert predicted(made, {**with_xla, "dtype:hidden": "bfloat16"}) == pytest.approx(1.4 * 0.3)
+    assert predicted(made, fp32) == 1.0
+    assert any(line.startswith("XLA: 0.30x") and line.endswith("ruled out")
+               for line in probe_lines(made))  # fmt: skip
+    # Where XLA is faster, the predicted best takes it, even with every group in FP32.
+    made["probes"][f"{XLA}=True"]["speed"] = fast
+    made["probes"]["dtype:hidden=bfloat16"]["speed"] = slow
+    assert ruled_out(made) == {"dtype:hidden": ["bfloat16"]}
+    assert predicted_best(made, space) == {**fp32, XLA: True}
 
 
 def test_a_study_answers_what_the_probes_ruled_out_without_running_it(tmp_path):
@@ -234,6 +291,7 @@ def test_the_probe_command_prints_each_group(tmp_path):
                    "--dtypes", "float32,bfloat16")  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("Each layer group alone in low precision against FP32")
+    assert lines[0].startswith("Each layer group alone in low precision, and XLA, against FP32")
     # By layer class (the default): the MLP's hidden Dense layers are one group.
-    assert len(lines) == 2 and lines[1].startswith("  Dense in bfloat16: ")
+    assert len(lines) == 3 and lines[1].startswith("  Dense in bfloat16: ")
+    assert lines[2].startswith("  XLA: ") and "the same dtypes as FP32" in lines[2]

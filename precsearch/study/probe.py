@@ -15,6 +15,12 @@ the group's boundaries included:
   (:func:`precsearch.engine.probe.numerics`): the loss's and the gradient's relative
   error, the largest activation against float16's limit.
 
+Where the space offers XLA, one more probe times FP32 with the other XLA setting (XLA,
+for a user who trains without it), in the same rounds: compiling is what made every XLA
+trial of a MobileNetV3Small study on a 2-core CPU cost a trace and a compile to read
+0.29-0.30x. It is ruled out like a dtype (confidently slower than FP32); its numerics
+are not measured (XLA computes in the same dtypes).
+
 What the search does with them (:func:`probe_study`), and what the user sees:
 
 * a cost model: a policy's speed from precision is predicted as the product of its
@@ -57,6 +63,7 @@ __all__ = [
 ]
 
 ALL = "every group"
+XLA = "jit_compile"  # the XLA dimension's parameter
 HALF_WIDTH = 0.05  # a probe measured to within ±5% is precise enough to rank with
 
 
@@ -66,7 +73,8 @@ def _is_dtype(param: str) -> bool:
 
 def probe_params(space: Any) -> list[tuple[str, str, str, dict[str, Any]]]:
     """``(label, param, dtype, params)`` per probe: each group alone in each low dtype
-    it offers, and with several groups all of them (param ``ALL``)."""
+    it offers, and with several groups all of them (param ``ALL``); where the space
+    offers XLA, FP32 with the other XLA setting (param ``XLA``, its value as ``dtype``)."""
     choices = space.choices()
     groups = [p for p in choices if _is_dtype(p)]
     recipes = dict(space.baselines())
@@ -81,6 +89,10 @@ def probe_params(space: Any) -> list[tuple[str, str, str, dict[str, Any]]]:
             out.append((f"{group}={dtype}", group, dtype, {**fp32, group: dtype}))
         if len(own) > 1:
             out.append((f"{ALL}={dtype}", ALL, dtype, {**fp32, **{g: dtype for g in own}}))
+    users = recipes["fp32"]
+    for value in choices.get(XLA, []):
+        if XLA in users and bool(value) != bool(users[XLA]):
+            out.append((f"{XLA}={value}", XLA, str(value), {**users, XLA: value}))
     return out
 
 
@@ -91,7 +103,7 @@ def run_probes(
     t0 = time.perf_counter()
     fp32 = space.policy(dict(space.baselines())["fp32"])
     probes = probe_params(space)
-    if not probes:
+    if not [p for p in probes if p[1] != XLA]:
         raise UserInputError(
             "nothing to probe: the space offers no low-precision dtype for any layer group "
             "(see --dtypes and --group-by)"
@@ -107,7 +119,9 @@ def run_probes(
 
     rng = np.random.default_rng(seed)
     measured = measure_rounds(executor, configs, rng, block, seconds, settled)
-    numbers = executor.numerics([(label, space.policy(p)) for label, _, _, p in probes])
+    numbers = executor.numerics(
+        [(label, space.policy(p)) for label, param, _, p in probes if param != XLA]
+    )
     entries = {}
     for label, param, dtype, params in probes:
         entries[label] = {
@@ -115,7 +129,7 @@ def run_probes(
             "dtype": dtype,
             "params": {k: str(v) for k, v in params.items()},
             "speed": ratio_figures(measured.rates[label], measured.rates["fp32"]),
-            "numerics": numbers[label],
+            "numerics": numbers.get(label, {}),
         }
     return {
         "probes": entries,
@@ -149,15 +163,14 @@ def rejection(record: dict[str, Any] | None, params: dict[str, Any]) -> str:
         dtype = str(params.get(param))
         if dtype in dtypes:
             alone = figures_text(_speed(record, param, dtype))
-            return (
-                f"ruled out by the probes: {_group(param)} in {dtype} alone {alone} of FP32's speed"
-            )
+            return f"ruled out by the probes: {_who(param, dtype)} alone {alone} of FP32's speed"
     return ""
 
 
 def predicted(record: dict[str, Any] | None, params: dict[str, Any]) -> float | None:
     """What precision multiplies the speed by at ``params`` (1 for FP32; ``None``
-    without probes for a group it uses).
+    without probes for a group it uses), times the XLA probe's ratio where ``params``
+    take the XLA setting it measured.
 
     Per low dtype: the product of its groups' probe ratios, times the interaction the
     all-groups probe measured (its ratio over the product of every group's) spread
@@ -186,13 +199,15 @@ def predicted(record: dict[str, Any] | None, params: dict[str, Any]) -> float | 
             product = math.prod(e["speed"]["estimate"] for e in every)
             share = (len(groups) - 1) / (len(every) - 1)
             factor *= (together["estimate"] / product) ** share
-    return factor
+    xla = record["probes"].get(f"{XLA}={params.get(XLA)}")
+    return factor * (xla["speed"]["estimate"] if xla else 1.0)
 
 
 def predicted_best(record: dict[str, Any] | None, space: Any) -> dict[str, Any] | None:
-    """The parameters the probes predict fastest (the user's batch size and XLA
-    setting): each group in the low dtype whose probe is fastest and above 1, with
-    finite numerics. ``None`` when that is FP32 or a policy enqueued already."""
+    """The parameters the probes predict fastest (the user's batch size): each group in
+    the low dtype whose probe is fastest and above 1, with finite numerics, and the
+    other XLA setting where its probe is above 1. ``None`` when that is FP32 or a policy
+    enqueued already."""
     if not record:
         return None
     params = dict(dict(space.baselines())["fp32"])
@@ -208,15 +223,23 @@ def predicted_best(record: dict[str, Any] | None, space: Any) -> dict[str, Any] 
             recipe = recipes[f"global_{best}"]
             params.update({k: v for k, v in recipe.items() if not _is_dtype(k)})
             params[param] = best
-    if params in [p for _, p in space.baselines()] or all(
-        str(v) == "float32" for k, v in params.items() if _is_dtype(k)
-    ):
+    xla = next((e for e in record["probes"].values() if e["param"] == XLA), None)
+    if xla is not None and xla["speed"]["estimate"] > 1:
+        params[XLA] = xla["dtype"] == "True"
+    if params in [p for _, p in space.baselines()]:
         return None
     return params
 
 
 def _group(param: str) -> str:
     return param.removeprefix("dtype").removeprefix(":") or "every layer"
+
+
+def _who(param: str, dtype: str) -> str:
+    """A probe in words: "Conv2D in bfloat16", "every group in bfloat16", "XLA"."""
+    if param == XLA:
+        return "XLA" if dtype == "True" else "no XLA"
+    return f"{ALL if param == ALL else _group(param)} in {dtype}"
 
 
 def probe_lines(record: dict[str, Any] | None) -> list[str]:
@@ -228,14 +251,16 @@ def probe_lines(record: dict[str, Any] | None) -> list[str]:
     for entry in record["probes"].values():
         n = entry["numerics"]
         param = entry["param"]
-        who = ALL if param == ALL else _group(param)
         error = n.get("gradient_error")
         numbers = (
-            f"gradient {error:.2%} off FP32, loss {n['loss_error']:.2%}"
+            "the same dtypes as FP32"
+            if param == XLA
+            else f"gradient {error:.2%} off FP32, loss {n['loss_error']:.2%}"
             if error is not None and n.get("loss_error") is not None
             else "non-finite on one batch"
         )
-        line = f"{who} in {entry['dtype']}: {figures_text(entry['speed'])} FP32's speed; {numbers}"
+        who = _who(param, entry["dtype"])
+        line = f"{who}: {figures_text(entry['speed'])} FP32's speed; {numbers}"
         if n.get("problem"):
             line += f"; {n['problem']}"
         if entry["dtype"] in out.get(param, []):
@@ -271,7 +296,9 @@ def probe_study(
         study.enqueue_trial(best, user_attrs={"probe": "predicted best"}, skip_if_exists=True)
     gone = ruled_out(record)
     if gone:
-        said = ", ".join(f"{_group(p)} {'/'.join(d)}" for p, d in gone.items())
+        said = ", ".join(
+            "XLA" if p == XLA else f"{_group(p)} {'/'.join(d)}" for p, d in gone.items()
+        )
         notes.append(f"ruled out by the probes (no trial runs them): {said}")
     return record, notes
 
