@@ -61,8 +61,10 @@ def _quality_table() -> list[str]:
         if answer == "fp32: rest":
             answer = "float32 throughout"  # a batch size or XLA change alone
         config = f"{r['batch_size']}, {'on' if r['jit'] == 'True' else 'off'}"
+        # An FP32 answer has no ratio to FP32: its copy's reading is the instrument's error.
+        vs = "FP32 itself" if r["best_is_fp32"] == "True" else r["vs_fp32"]
         lines.append(
-            f"| {r['example']} | {answer} | {config} | {r['vs_fp32']} | {r['from_precision']} | "
+            f"| {r['example']} | {answer} | {config} | {vs} | {r['from_precision']} | "
             f"{r['from_batch_and_xla']} | {r['time_to_quality']} | {r['global_peer']} | "
             f"{r['rewrite_peer']} | {r['fp32_copy_vs_fp32']} ±{r['instrument_error_pct']}% |"
         )

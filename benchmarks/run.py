@@ -124,6 +124,9 @@ def _versions() -> dict[str, str]:
     }
 
 
+FP32_ANSWER = "FP32 itself"  # an FP32 answer has no ratio: the copy's is the error
+
+
 def answer_fields(result: Any) -> dict[str, Any]:
     """A finished search's trials and confirmed answer, as the benchmark tables show them."""
     record = result.confirmation
@@ -144,7 +147,9 @@ def answer_fields(result: Any) -> dict[str, Any]:
         "own_batch_size": manifest["baseline"]["batch_size"],
         "own_jit": manifest["baseline"]["jit_compile"],
         "answer": confirmed.get("answer"),
-        "vs_fp32": figures_text(confirmed["speedup_vs_fp32"]),
+        "vs_fp32": (
+            FP32_ANSWER if record.best_is_fp32 else figures_text(confirmed["speedup_vs_fp32"])
+        ),
         "from_precision": figures_text(confirmed.get("from_precision")),
         "from_batch_and_xla": figures_text(confirmed.get("from_batch_size_and_xla")),
         "time_to_quality": ttq_text(confirmed.get("time_to_quality")),
@@ -281,7 +286,9 @@ def repeatability() -> None:
                     "run": repeat + 1,
                     "answer": "FP32" if record.best_is_fp32 else f"trial {record.best_trial}",
                     "answer_policy": summarize_policy(record.best_policy),
-                    "vs_fp32": figures_text(record.best["speedup_vs_fp32"]),
+                    "vs_fp32": FP32_ANSWER
+                    if record.best_is_fp32
+                    else figures_text(record.best["speedup_vs_fp32"]),
                     "fp32_copy_vs_fp32": figures_text(record.null_vs_fp32),
                     "instrument_error_pct": round(instrument_percent(record.null_vs_fp32), 1),
                     "rounds": f"{record.rounds['selection']}+{record.rounds['fresh']}",

@@ -62,10 +62,11 @@ class Confirmation:
         best_is_fp32: Whether the answer is the user's own FP32 training.
         best_policy: The answer's policy (JSON form).
         best: The answer in fresh rounds: ``answer`` (``fp32``, ``winner`` or ``twin``),
-            ``speedup_vs_fp32`` (for FP32 the copy's figures: what "1x" measures as
-            here), ``speedup_vs_global_mixed``, ``precision`` and ``config`` (the speedup
-            split into what low precision adds at the answer's batch size and XLA
-            setting, and what those add to FP32), ``repeated`` (whether the winner
+            ``speedup_vs_fp32`` (``None`` for FP32: the answer is the user's own
+            training, and the copy's figures are ``null_vs_fp32``),
+            ``speedup_vs_global_mixed``, ``precision`` and ``config`` (the speedup split
+            into what low precision adds at the answer's batch size and XLA setting, and
+            what those add to FP32), ``repeated`` (whether the winner
             repeated), ``instrument_error``, ``batch_size`` and ``jit_compile``.
         null_vs_fp32: The FP32 copy against FP32 in the fresh rounds.
         peers: Per peer (``global``: one global mixed policy with a float32 output;

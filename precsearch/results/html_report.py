@@ -41,6 +41,7 @@ from precsearch.results.report import (
     ttq_text,
 )
 from precsearch.stats import figures_text
+from precsearch.study.selection import instrument_percent
 from precsearch.study.trials import confirmation_of, finished, is_feasible, is_repeat, stored_policy
 
 __all__ = ["layer_groups", "render", "write_report"]
@@ -148,7 +149,11 @@ def _answer_html(study: Any) -> str:
             "</p>"
         )
     best = record.best
-    rows = [("answer vs your FP32 training", figures_text(best.get("speedup_vs_fp32")))]
+    if record.best_is_fp32:
+        error = instrument_percent(record.null_vs_fp32)
+        rows = [("answer", f"your FP32 training (instrument error ±{error:.1f}%)")]
+    else:
+        rows = [("answer vs your FP32 training", figures_text(best.get("speedup_vs_fp32")))]
     if not record.best_is_fp32:
         rows += [
             ("= from low precision", figures_text(best.get("precision"))),

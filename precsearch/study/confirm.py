@@ -163,7 +163,9 @@ def report(
             )
         verdict += f"; a copy of FP32 measures {figures_text(null)} ({instrument})"
     else:
-        best["speedup_vs_fp32"] = null
+        # The answer is the user's own training: no ratio to quote (the copy's figures
+        # are the instrument's error, in ``null_vs_fp32``, not FP32's speed over itself).
+        best["speedup_vs_fp32"] = None
         verdict += f"your FP32 training is the answer ({instrument}): nothing confirmed faster"
     for name, peer in peers.items():
         label = "global mixed recipe" if name == "global" else "TensorFlow's graph rewrite"
