@@ -155,6 +155,10 @@ def test_the_hparams_dashboard_compares_trials_and_references_by_policy(tmp_path
     table = events.Tensors("gradient_norms")[0].tensor_proto.string_val[0].decode()
     assert "| hidden | 2 |" in table and "| global | 2.5 |" in table
 
-    _, _, reference = session(tmp_path / "fp32_bs32_3calls" / "seed_0")
+    _, experiment, reference = session(tmp_path / "fp32_bs32_3calls" / "seed_0")
     assert reference == {"run": "fp32 reference", "batch_size": 32.0, "jit_compile": False,
-                         "seed": 0.0}  # fmt: skip
+                         "seed": 0.0, "dtype:Dense": "float32"}  # fmt: skip
+    # The dashboard shows the experiment of whichever run it reads first: a reference's
+    # has the study's parameters as columns too.
+    infos = {info.name: info for info in experiment.hparam_infos}
+    assert sorted(infos["dtype:Dense"].domain_discrete) == ["bfloat16", "float32"]

@@ -16,7 +16,7 @@ under ``studies/<name>/tensorboard/``. Every tag has one x axis, named in it or 
 * ``fp32_bs32_20calls/seed_1``, ``seed_2``, ... (``fp32_bs32_xla_20calls`` under XLA):
   the FP32 reference runs at a batch size and a number of training calls (the band every
   trial is judged against), ``loss`` by samples seen, with hparams ``run`` (``fp32
-  reference``), ``batch_size``, ``jit_compile`` and ``seed``.
+  reference``), ``batch_size``, ``jit_compile``, ``seed`` and every dtype ``float32``.
 
 Each run's folder is written whole or not at all: one that an interrupted study left
 unwritten is written by the next ``precsearch run`` or ``report``.
@@ -114,6 +114,12 @@ class TensorBoardLog:
 
     def write_references(self, study: Any) -> None:
         """The study's stored FP32 reference runs, one run per data-order seed."""
+        # TensorBoard's HParams dashboard takes its columns from the experiment of one
+        # run, whichever it reads first (a reference's sorts before the trials'): each
+        # reference carries the study's parameters too.
+        distributions: dict[str, Any] = {}
+        for trial in study.get_trials(deepcopy=False):
+            distributions.update(trial.distributions)
         for ref in stored_references(study).values():
             xla = "_xla" if ref.get("jit_compile") else ""
             group = self.directory / f"fp32_bs{ref['batch_size']}{xla}_{ref['steps']}calls"
@@ -129,8 +135,9 @@ class TensorBoardLog:
                         "batch_size": ref["batch_size"],
                         "jit_compile": bool(ref.get("jit_compile")),
                         "seed": seed,
+                        **{name: "float32" for name in distributions if name.startswith("dtype")},
                     }
-                    run.hparams(hparams, {}, f"{group.name}/seed_{seed}")
+                    run.hparams(hparams, distributions, f"{group.name}/seed_{seed}")
                     for i, loss in enumerate(losses):
                         run.scalar("loss", loss, per * (i + 1))
 
