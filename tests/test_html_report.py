@@ -19,6 +19,7 @@ from optuna.distributions import CategoricalDistribution
 
 from precsearch import load_study
 from precsearch.results.html_report import layer_groups, render
+from precsearch.results.report import SPEED_LEGEND, trials_text
 
 ARTIFACTS = Path(__file__).parents[1] / "test-artifacts"
 CHROMIUM_FLAGS = [
@@ -55,6 +56,10 @@ def test_the_report_holds_the_answer_and_its_evidence(tiny_study):
     for text in ("global mixed recipe", "TensorFlow's graph rewrite", "a copy of FP32"):
         assert text in page
     assert "FP32 band (3 seeds)" in page  # the loss curves over the reference runs
+    # Trials counted without a sampler's repeats, and where each speed figure comes from.
+    assert f"{trials_text(result.study)}." in page and SPEED_LEGEND in page
+    if record.best_is_fp32:
+        assert "your FP32 training (instrument error ±" in page
     assert "Parameter importances" in page and "Optimization History" in page
     groups = layer_groups(result.study)
     best = result.study.trials[record.best_trial].params
@@ -74,6 +79,7 @@ def test_the_report_holds_the_answer_and_its_evidence(tiny_study):
             assert {k for k in best if other[k] != best[k]} == {name}
     shown = result._repr_html_()
     assert "<svg" in shown and "<table" in shown and "plotly" not in shown
+    assert html.escape(trials_text(result.study)) in shown and html.escape(SPEED_LEGEND) in shown
 
 
 def test_layer_groups_are_what_differed_from_the_best_in_one_group_alone():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from precsearch import Policy
-from precsearch.results.report import assignments_summary, ttq_text
+from precsearch.results.report import assignments_summary, summarize_policy, trials_text, ttq_text
 
 
 def layer(id_, cls, output=False, unit=None):
@@ -31,3 +31,30 @@ def test_a_time_to_quality_is_a_ratio_or_its_named_outcome():
     assert ttq_text({"speedup": 1.234, "outcome": "reached"}) == "1.23x"
     assert ttq_text({"outcome": "not reached within 1.5x the budget"}) == ">1.5x budget"
     assert ttq_text({"outcome": "not measured"}) == ttq_text(None) == "n/a"
+
+
+def test_a_trial_count_leaves_out_a_samplers_repeats_and_says_so():
+    import optuna
+
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    for status in ("ok", "too_slow", "ok"):
+        trial = study.ask()
+        trial.set_user_attr("status", status)
+        study.tell(trial, [1.0, 0.0])
+    repeat = study.ask()
+    repeat.set_user_attr("duplicate_of", 0)
+    study.tell(repeat, [1.0, 0.0])
+    assert trials_text(study) == (
+        "3 trials (2 ok, 1 too_slow); 1 repeat of a measured policy, not run again"
+    )
+    study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
+    assert trials_text(study).startswith("4 trials (1 fail, 2 ok, 1 too_slow); 1 repeat ")
+
+
+def test_a_short_summary_names_the_output_layer_that_stays_float32():
+    policy = Policy(types={"Dense": "mixed_bfloat16"}).to_dict()
+    assert summarize_policy(policy) == "bf16: Dense; fp32: rest"
+    assert summarize_policy(policy, ["logits"]) == "bf16: Dense; fp32: rest (output logits: fp32)"
+    # An output that a layer rule names has the dtype the rule gives it.
+    named = Policy(types={"Dense": "mixed_bfloat16"}, layers={"logits": "mixed_bfloat16"})
+    assert summarize_policy(named.to_dict(), ["logits"]) == "bf16: Dense, logits; fp32: rest"

@@ -101,7 +101,7 @@ def run_options(args: argparse.Namespace) -> Any:
 def cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from precsearch.results.report import outside_trials, pareto_table, time_summary
+    from precsearch.results.report import SPEED_LEGEND, outside_trials, pareto_table, time_summary
     from precsearch.study.run import run_study
 
     if not Path(args.model_file).is_file():
@@ -113,6 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print()
     print(f"Feasible Pareto front of study {run.study.study_name!r} (speedup vs FP32):")
     print(pareto_table(run.study))
+    print(f"  {SPEED_LEGEND}")
     if run.verdict:
         print()
         print(f"Answer (fresh rounds): {run.verdict}.")
@@ -197,7 +198,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_finish(args: argparse.Namespace) -> int:
-    from precsearch.results.report import pareto_table
+    from precsearch.results.report import SPEED_LEGEND, pareto_table
     from precsearch.study.options import worker_options
     from precsearch.study.run import run_study
 
@@ -211,6 +212,7 @@ def cmd_finish(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print(f"Feasible Pareto front of study {run.study.study_name!r} (speedup vs FP32):")
     print(pareto_table(run.study))
+    print(f"  {SPEED_LEGEND}")
     if run.verdict:
         print(f"\nAnswer (fresh rounds): {run.verdict}.")
     print()
@@ -247,29 +249,23 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from precsearch.results.explain import PROBE_LEGEND, WHY_LEGEND, probe_summary
-    from precsearch.results.report import assignments_summary, pareto_table, serving_text
+    from precsearch.results.report import (
+        SPEED_LEGEND,
+        assignments_summary,
+        pareto_table,
+        serving_text,
+        trials_text,
+    )
     from precsearch.study.api import load_study
 
     result = load_study(args.study, storage=args.storage, out=args.out)
     study = result.study
-    states: dict[str, int] = {}
-    for trial in study.trials:
-        # A sampler's repeat of a measured policy is stored, but it is not a trial.
-        state = "repeats" if "duplicate_of" in trial.user_attrs else trial.state.name.lower()
-        states[state] = states.get(state, 0) + 1
-    repeats = states.pop("repeats", 0)
-    counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
-    trials = len(study.trials) - repeats
-    again = f"; {repeats} repeats of a measured policy, not run again" if repeats else ""
-    print(f"Study {study.study_name!r}: {trials} trials ({counts}){again}")
+    print(f"Study {study.study_name!r}: {trials_text(study)}")
     print(f"Model file: {study.user_attrs.get('model_file', '?')}")
     print()
     print("Feasible Pareto front (speedup vs FP32):")
     print(pareto_table(study))
-    print(
-        "  speedup: the trial's own timed blocks (a screening figure); confirmed: the "
-        "selection rounds; the answer below: fresh rounds after the choice."
-    )
+    print(f"  {SPEED_LEGEND}")
     record = result.confirmation
     print()
     if not record:

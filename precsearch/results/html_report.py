@@ -35,14 +35,16 @@ from precsearch.results.explain import (
 from precsearch.results.figures import curves_figure, optuna_figures, pareto_figure
 from precsearch.results.report import (
     SHORT,
+    SPEED_LEGEND,
     assignments_summary,
     outside_trials,
     time_summary,
+    trials_text,
     ttq_text,
 )
 from precsearch.stats import figures_text
 from precsearch.study.selection import instrument_percent
-from precsearch.study.trials import confirmation_of, finished, is_feasible, is_repeat, stored_policy
+from precsearch.study.trials import confirmation_of, finished, is_feasible, stored_policy
 
 __all__ = ["layer_groups", "render", "write_report"]
 
@@ -190,10 +192,6 @@ def render(study: Any, folder: str | os.PathLike[str] | None = None) -> str:
 
     info = study.user_attrs.get("model_info") or {}
     trials = study.get_trials(deepcopy=False)
-    counts: dict[str, int] = {}
-    for t in trials:
-        state = "repeat" if is_repeat(t) else t.user_attrs.get("status", t.state.name.lower())
-        counts[state] = counts.get(state, 0) + 1
     figures: list[tuple[str, Any]] = [
         ("Pareto front", pareto_figure(study)),
         *optuna_figures(study),
@@ -215,7 +213,6 @@ def render(study: Any, folder: str | os.PathLike[str] | None = None) -> str:
     where = Path(folder) if folder is not None else Path(study.study_name)
     live = html.escape(f"optuna-dashboard {where / 'study.journal'}")
     logs = html.escape(f"tensorboard --logdir {where / 'tensorboard'}")
-    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
     hardware = study.user_attrs.get("hardware") or {}
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -233,9 +230,10 @@ batch size {info.get("batch_size")}, XLA {"on" if info.get("jit_compile") else "
 measured on {html.escape(str(hardware.get("cpu", "?")))}
 ({html.escape(", ".join(hardware.get("cpu_low_precision_flags", [])) or "no low-precision flags")};
 {html.escape(", ".join(hardware.get("gpus", [])) or "no GPU")}).
-{len(trials)} trials: {html.escape(summary)}.</p>
+{html.escape(trials_text(study))}.</p>
 <section><h2>Answer</h2>{_answer_html(study)}</section>
 {"".join(parts[:1])}
+<p class="note">{html.escape(SPEED_LEGEND)}</p>
 <section><h2>Best policy by layer group</h2>{_groups_html(study)}</section>
 {_probes_html(study)}
 {"".join(parts[1:])}

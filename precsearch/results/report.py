@@ -17,6 +17,8 @@ __all__ = [
     "summarize_policy",
     "ttq_text",
     "outside_trials",
+    "SPEED_LEGEND",
+    "trials_text",
     "time_split",
     "time_summary",
 ]
@@ -24,8 +26,10 @@ __all__ = [
 SHORT = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
 
 
-def summarize_policy(policy: dict[str, Any]) -> str:
-    """A policy's dtypes in a few words: ``bf16: Conv2D, Dense; fp32: rest``."""
+def summarize_policy(policy: dict[str, Any], outputs: list[str] | None = None) -> str:
+    """A policy's dtypes in a few words: ``bf16: Conv2D, Dense; fp32: rest``, and with
+    ``outputs`` (the model's output layer ids) the ones that stay float32 because no
+    layer rule names them: ``bf16: Dense; fp32: rest (output logits: fp32)``."""
     by_dtype: dict[str, list[str]] = {}
     for name, dtype in {**policy.get("types", {}), **policy.get("layers", {})}.items():
         by_dtype.setdefault(SHORT.get(dtype, dtype), []).append(name)
@@ -36,12 +40,15 @@ def summarize_policy(policy: dict[str, Any]) -> str:
             continue
         shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
         parts.append(f"{dtype}: {shown}")
-    parts.append(f"{default}: rest")
+    kept = [o for o in outputs or [] if o not in policy.get("layers", {})]
+    parts.append(f"{default}: rest" + (f" (output {', '.join(kept)}: fp32)" if kept else ""))
     return "; ".join(parts)
 
 
 def pareto_rows(study: Any) -> list[dict[str, Any]]:
     """The feasible Pareto front, fastest first, as dicts."""
+    layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
+    outputs = [layer["id"] for layer in layers if layer.get("output")]
     rows = []
     for trial in study.best_trials:
         if is_repeat(trial):
@@ -59,7 +66,7 @@ def pareto_rows(study: Any) -> list[dict[str, Any]]:
                 "time_to_quality": ttq_text(result.get("time_to_quality")),
                 "batch_size": policy.get("batch_size"),
                 "jit": policy.get("jit_compile"),
-                "policy": summarize_policy(policy),
+                "policy": summarize_policy(policy, outputs),
                 "baseline": trial.user_attrs.get("baseline", ""),
             }
         )
@@ -211,3 +218,28 @@ def outside_trials(study: Any) -> str:
     parts = [f"the probes {probes:.0f} s"] if probes else []
     parts += [f"{words} {spent[name]:.0f} s" for name, words in OUTSIDE if name in spent]
     return f"Outside the trials: {', '.join(parts)}." if parts else ""
+
+
+# Where each speed figure comes from, said once beside every table of them.
+SPEED_LEGEND = (
+    "speedup: the trial's own timed blocks (a screening figure); confirmed: the selection "
+    "rounds; the answer: fresh rounds after the choice."
+)
+
+
+def trials_text(study: Any) -> str:
+    """``12 trials (9 ok, 3 too_slow); 2 repeats of a measured policy, not run again``:
+    a sampler's repeat is stored with the earlier figures but is not a trial."""
+    counts: dict[str, int] = {}
+    repeats = 0
+    for trial in study.get_trials(deepcopy=False):
+        if is_repeat(trial):
+            repeats += 1
+            continue
+        state = trial.user_attrs.get("status", trial.state.name.lower())
+        counts[state] = counts.get(state, 0) + 1
+    said = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    text = f"{sum(counts.values())} trials" + (f" ({said})" if said else "")
+    plural = "s" if repeats > 1 else ""
+    again = f"; {repeats} repeat{plural} of a measured policy, not run again" if repeats else ""
+    return text + again

@@ -13,7 +13,7 @@ from precsearch.loaders import spec_from_callables
 from precsearch.policy import Policy
 from precsearch.records import Confirmation, TrialResult
 from precsearch.results.export import best_policy_with_manifest, trials_frame, write_trials_csv
-from precsearch.results.report import pareto_rows
+from precsearch.results.report import SPEED_LEGEND, pareto_rows, trials_text
 from precsearch.study.options import DEFAULT_EXPORTERS, SearchOptions, stored_options
 from precsearch.study.run import export_winner, make_executor, run_study
 from precsearch.study.storage import find_study
@@ -38,7 +38,7 @@ class SearchResult:
 
     def __repr__(self) -> str:
         best = self.confirmation.verdict if self.confirmation else "not confirmed yet"
-        return f"<SearchResult {self.study.study_name!r}: {len(self.study.trials)} trials; {best}>"
+        return f"<SearchResult {self.study.study_name!r}: {trials_text(self.study)}; {best}>"
 
     def _repr_html_(self) -> str:
         """Jupyter's view: the verdict, the Pareto front as a table, and its plot."""
@@ -56,9 +56,10 @@ class SearchResult:
         )
         return (
             f"<div><b>precsearch study {html.escape(self.study.study_name)}</b>: "
-            f"{len(self.study.trials)} trials; {html.escape(verdict)}."
+            f"{html.escape(trials_text(self.study))}; {html.escape(verdict)}."
             f"<div style='display:flex;gap:1em;align-items:flex-start'>"
             f"<div>{table}</div>{pareto_svg(self.study)}</div>"
+            f"<small>{html.escape(SPEED_LEGEND)}</small><br>"
             f"<small>{html.escape(str(self.study_dir / 'report.html'))}: the whole report"
             "</small></div>"
         )
