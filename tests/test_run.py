@@ -72,3 +72,14 @@ def test_a_new_study_names_its_objectives_for_optunas_plots(tmp_path):
     )
     study, created = run_module._open_search(run, storage, space, model_info)
     assert created and study.metric_names == ["speedup", "fidelity_gap"]
+    # A study stored before precsearch named its objectives gets the names on resuming.
+    import optuna
+
+    older = run_module.prepare_run(
+        MODELS / "mlp.py", SearchOptions(out=str(tmp_path / "older"), dtypes="float32,bfloat16")
+    )
+    storage = open_storage(None, older.study_dir)
+    optuna.create_study(study_name=older.options.study_name, storage=storage,
+                        directions=["maximize", "minimize"])  # fmt: skip
+    study, created = run_module._open_search(older, storage, space, model_info)
+    assert not created and study.metric_names == ["speedup", "fidelity_gap"]

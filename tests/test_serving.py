@@ -88,6 +88,8 @@ def test_what_an_output_holds_comes_from_its_activation_and_the_loss():
     assert output_kinds(separate) == {"softmax": "probabilities (softmax)"}
     plain = tiny_model(keras.layers.Dense(1, activation="tanh", name="out"), compiled=False)
     assert output_kinds(plain) == {"out": "values (tanh)"}
+    log = tiny_model(keras.layers.Dense(2, activation="log_softmax", name="out"), compiled=False)
+    assert output_kinds(log) == {"out": "log-probabilities (log_softmax)"}
 
 
 def test_a_subclassed_model_keeps_the_names_keras_gives_and_still_says_what_it_returns(

@@ -19,7 +19,7 @@ from precsearch.policy.layers import _is_functional, output_layers
 __all__ = ["SIGNATURE", "export_saved_model", "output_kinds", "serving_names"]
 
 SIGNATURE = "serving_default"
-_PROBABILITIES = {"softmax", "sigmoid", "log_softmax"}
+_PROBABILITIES = {"softmax", "sigmoid"}
 
 
 def serving_names(model: Any) -> tuple[list[str], list[str]] | None:
@@ -77,6 +77,8 @@ def output_kinds(model: Any, loss: Any = None) -> dict[str, str]:
             activation = getattr(function, "__name__", None) or "linear"
         if activation in _PROBABILITIES:
             kinds[layer.name] = f"probabilities ({activation})"
+        elif activation == "log_softmax":
+            kinds[layer.name] = "log-probabilities (log_softmax)"
         elif activation == "linear" and getattr(loss, "from_logits", False):
             kinds[layer.name] = "logits"
         elif activation == "linear":

@@ -223,12 +223,13 @@ def _open_search(run: _Run, storage: Any, space: SearchSpace, info: ModelInfo) -
     directions = [o.direction for o in run.objectives if o.direction]
     study, created = create_or_load(name, storage, sampler, directions)
     here = fingerprint(info.gpus)
-    if created:
-        # What Optuna's own plots and optuna-dashboard label the objectives with (the API
-        # is marked experimental in Optuna 5; its warning would only be noise here).
-        names = [METRIC_NAMES.get(o.name, o.name) for o in run.objectives if o.direction]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+    # What Optuna's own plots and optuna-dashboard label the objectives with (the API is
+    # marked experimental in Optuna 5; its warning would only be noise here); a study
+    # made before precsearch named them gets them when it resumes.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if created or study.metric_names is None:
+            names = [METRIC_NAMES.get(o.name, o.name) for o in run.objectives if o.direction]
             study.set_metric_names(names)
     if created or study.user_attrs.get("space") is None:
         study.set_user_attr("space", described)
