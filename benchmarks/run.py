@@ -44,6 +44,7 @@ from precsearch.results.report import PHASES as TIMED_PHASES
 from precsearch.stats import figures_text, ratio_figures
 from precsearch.study.confirm import confirm
 from precsearch.study.executors import Worker
+from precsearch.study.probe import probe_lines
 from precsearch.study.selection import instrument_percent
 from precsearch.study.space import SearchSpace, SpaceOptions
 
@@ -1204,10 +1205,13 @@ def warmstart() -> None:
 
 
 def ruled_text(record: dict[str, Any]) -> str:
-    from precsearch.study.probe import ruled_out
+    from precsearch.study.probe import XLA, ruled_out
 
     gone = ruled_out(record)
-    return ", ".join(f"bfloat16 for {p.removeprefix('dtype:')}" for p in gone) or "nothing"
+    return (
+        ", ".join("XLA" if p == XLA else f"bfloat16 for {p.removeprefix('dtype:')}" for p in gone)
+        or "nothing"
+    )
 
 
 def write_machine() -> None:
@@ -1279,7 +1283,7 @@ def wall() -> None:
         ["wall", "probes", "trials", "rest", "trials run", "answered by the probes",
          "repeats", "overhead in trials", "answer", "batch", "XLA", "vs FP32", "FP32 copy"],
         [[f"{seconds:.0f} s ({seconds / 60:.1f} min)", f"{probe_s:.0f} s",
-          f"{trial_total:.0f} s", f"{row['rest_s']:.0f} s", row["trials"],
+          f"{trial_total:.0f} s", f"{row['rest_s']:.0f} s", len(results),
           row["answered_by_probes"], row["repeats"], f"{share:.0%}", best,
           row["batch_size"], "on" if row["jit"] else "off", row["vs_fp32"],
           row["fp32_copy_vs_fp32"]]],
@@ -1291,6 +1295,8 @@ def wall() -> None:
         f"Trials: {row['statuses']}. " + time_summary(results, trial_total),
         "",
         outside_trials(study),
+        "",
+        f"Probes ({probes.get('rounds')} rounds): " + "; ".join(probe_lines(probes)) + ".",
         "",
         f"Verdict: {row['verdict']}.",
         *before,
