@@ -100,7 +100,7 @@ def test_workers_on_two_machines_share_one_study_on_postgresql(postgres_url, tmp
 
     shown = run_cli("show", "shared", "--storage", postgres_url)
     assert shown.returncode == 0, shown.stderr[-2000:]
-    assert "6 complete" in shown.stdout and "Answer (fresh rounds):" in shown.stdout
+    assert "shared': 6 trials (" in shown.stdout and "Answer (fresh rounds):" in shown.stdout
 
 
 def test_a_worker_needs_an_existing_study(postgres_url, tmp_path):

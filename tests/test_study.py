@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 from helpers import MODELS, run_cli
 
+from precsearch.results.report import SPEED_LEGEND
 from precsearch.study.options import SearchOptions
 from precsearch.study.run import run_study
 from precsearch.study.space import SearchSpace, SpaceOptions
@@ -18,7 +19,10 @@ def test_tiny_cli_study_writes_every_trial_and_resumes(tiny_study):
     study = open_study("tiny", open_storage(None, folder))
     front = [t for t in study.best_trials if "duplicate_of" not in t.user_attrs]
     table = second.stdout.split("Feasible Pareto front", 1)[1].split("\n\n", 1)[0]
-    rows = [line.split()[0] for line in table.splitlines()[2:]]
+    # The header, its rule, a row per trial on the front, then the legend line.
+    lines = table.splitlines()
+    assert lines[-1].strip() == SPEED_LEGEND
+    rows = [line.split()[0] for line in lines[2:-1]]
     assert sorted(rows) == sorted(str(t.number) for t in front)
     fp32_on_front = any(t.user_attrs.get("baseline") == "fp32" for t in front)
     assert ("[fp32]" in table) == fp32_on_front
