@@ -31,7 +31,7 @@ import pandas as pd
 
 import precsearch
 from precsearch.hardware import describe
-from precsearch.records import Budget, Measurement, TrialResult
+from precsearch.records import Budget, Measurement
 from precsearch.results.report import (
     OUTSIDE,
     outside_trials,
@@ -47,6 +47,7 @@ from precsearch.study.executors import Worker
 from precsearch.study.probe import probe_lines
 from precsearch.study.selection import instrument_percent
 from precsearch.study.space import SearchSpace, SpaceOptions
+from precsearch.study.trials import ran_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -613,6 +614,30 @@ EFFICIENCY = {
 }
 
 
+def measure_every_policy(
+    worker: Worker, space: SearchSpace, cfg: dict[str, Any], label: str
+) -> dict[tuple, dict[str, float]]:
+    """Every policy of ``space`` against FP32: ``cfg["chunk"]`` candidates per selection
+    session of ``cfg["rounds"]`` rounds; the figures keyed by the parameter values in the
+    order of ``space.choices()``."""
+    choices = space.choices()
+    names = list(choices)
+    points = [dict(zip(names, v, strict=True)) for v in itertools.product(*choices.values())]
+    table: dict[tuple, dict[str, float]] = {}
+    t0 = time.perf_counter()
+    for start in range(0, len(points), cfg["chunk"]):
+        chunk = points[start : start + cfg["chunk"]]
+        policies = [space.policy(p) for p in chunk]
+        measured = selection(worker, policies, cfg["rounds"], cfg["block"])
+        for i, params in enumerate(chunk):
+            table[tuple(params[n] for n in names)] = ratio_figures(
+                measured.rates[f"c{i}"], measured.rates["fp32"]
+            )
+        done = f"{len(table)}/{len(points)} measured ({time.perf_counter() - t0:.0f} s)"
+        print(f"{label}: {done}", file=sys.stderr, flush=True)
+    return table
+
+
 def efficiency() -> None:
     import optuna
 
@@ -630,25 +655,8 @@ def efficiency() -> None:
         space = SearchSpace(info, options, cfg["dimensions"])
         choices = space.choices()
         names = list(choices)
-        points = [
-            dict(zip(names, values, strict=True)) for values in itertools.product(*choices.values())
-        ]
-        table: dict[tuple, dict[str, float]] = {}
         t0 = time.perf_counter()
-        for start in range(0, len(points), cfg["chunk"]):
-            chunk = points[start : start + cfg["chunk"]]
-            measured = selection(worker, [space.policy(p) for p in chunk], cfg["rounds"],
-                                 cfg["block"])  # fmt: skip
-            for i, params in enumerate(chunk):
-                table[tuple(params[n] for n in names)] = ratio_figures(
-                    measured.rates[f"c{i}"], measured.rates["fp32"]
-                )
-            print(
-                f"efficiency: {len(table)}/{len(points)} measured "
-                f"({time.perf_counter() - t0:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
+        table = measure_every_policy(worker, space, cfg, "efficiency")
         measure_s = time.perf_counter() - t0
     speed = {key: figures["estimate"] for key, figures in table.items()}
     optimum = max(speed.values())
@@ -699,7 +707,7 @@ def efficiency() -> None:
     fp32_key = tuple(space.baselines()[0][1][n] for n in names)
     intro = (
         f"Space: {name}, `group_by={cfg['group_by']}`, dimensions {', '.join(names)}: "
-        f"{len(points)} policies. Every point measured against FP32 (the user's training) "
+        f"{len(table)} policies. Every point measured against FP32 (the user's training) "
         f"in chunks of {cfg['chunk']} interleaved with FP32 in one worker ({cfg['rounds']} rounds "
         f"of {cfg['block']} steps each; {measure_s:.0f} s in all); a point's figure is its "
         "geometric-mean speedup over the rounds. Fidelity is not part of this replay (speed "
@@ -776,12 +784,7 @@ def overhead() -> None:
             wall = time.perf_counter() - t0
         study = precsearch.load_study(WORK / folder / study_name).study
         probes = study.user_attrs.get("probes") or {}
-        results = [
-            TrialResult.from_dict(t.user_attrs["result"])
-            for t in study.trials
-            if "result" in t.user_attrs and "duplicate_of" not in t.user_attrs
-            and not t.user_attrs.get("probe_rejected")
-        ]  # fmt: skip
+        results = ran_results(study.trials)
         totals, total, share = time_split(results)
         rows.append(
             {
@@ -1103,16 +1106,10 @@ def warmstart() -> None:
         record = run_probes(worker, space, PROBE_TIME, block=10)
         choices = space.choices()
         names = list(choices)
-        points = [dict(zip(names, v, strict=True)) for v in itertools.product(*choices.values())]
-        speed: dict[tuple, float] = {}
         t0 = time.perf_counter()
-        for start in range(0, len(points), cfg["chunk"]):
-            chunk = points[start : start + cfg["chunk"]]
-            measured = selection(worker, [space.policy(p) for p in chunk], cfg["rounds"],
-                                 cfg["block"])  # fmt: skip
-            for i, params in enumerate(chunk):
-                figures = ratio_figures(measured.rates[f"c{i}"], measured.rates["fp32"])
-                speed[tuple(params[n] for n in names)] = figures["estimate"]
+        table = measure_every_policy(worker, space, cfg, "warmstart")
+        points = [dict(zip(names, key, strict=True)) for key in table]
+        speed = {key: figures["estimate"] for key, figures in table.items()}
         measure_s = time.perf_counter() - t0
     optimum = max(speed.values())
     distributions = {n: optuna.distributions.CategoricalDistribution(choices[n]) for n in names}
@@ -1249,12 +1246,7 @@ def wall() -> None:
     seconds = time.perf_counter() - t0
     study = result.study
     probes = study.user_attrs.get("probes") or {}
-    results = [
-        TrialResult.from_dict(t.user_attrs["result"])
-        for t in study.trials
-        if "result" in t.user_attrs and "duplicate_of" not in t.user_attrs
-        and not t.user_attrs.get("probe_rejected")
-    ]  # fmt: skip
+    results = ran_results(study.trials)
     phases, trial_total, share = time_split(results)
     probe_s = probes.get("seconds", 0.0)
     rest = (study.user_attrs.get("confirmation") or {}).get("seconds") or {}

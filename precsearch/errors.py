@@ -7,7 +7,9 @@ one line, while :class:`TrialFailed` fails a single trial and the search goes on
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "missing_module",
     "one_line",
     "read_user_file",
+    "users_fault",
 ]
 
 # What to install for a module that is missing (its import name to a pip command).
@@ -125,3 +128,18 @@ def is_resource_problem(exc: BaseException) -> bool:
         isinstance(e, MemoryError) or type(e).__name__ == "ResourceExhaustedError"
         for e in causes(exc)
     )
+
+
+@contextlib.contextmanager
+def users_fault(message: Callable[[str], str]) -> Iterator[None]:
+    """What the block raises is a fault of the user's input: ``UserInputError`` with
+    ``message(the cause in one line)``. Running out of memory is the machine's fault and
+    goes on as it is (it fails a trial, never exit 2), as does a ``UserInputError``."""
+    try:
+        yield
+    except UserInputError:
+        raise
+    except Exception as exc:
+        if is_resource_problem(exc):
+            raise
+        raise UserInputError(message(one_line(exc))) from None

@@ -19,16 +19,22 @@ from typing import Any
 __all__ = ["PeakMemory", "release", "rss_mb"]
 
 
-def rss_mb() -> float:
-    """This process's resident memory now, in MiB (0 where /proc is missing)."""
+def _status_mb(field: str) -> float | None:
+    """A memory figure of this process from ``/proc/self/status`` (``VmRSS``: now,
+    ``VmHWM``: the peak), in MiB; ``None`` where /proc is missing."""
     try:
         with open("/proc/self/status") as handle:
             for line in handle:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
-    return 0.0
+    return None
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, in MiB (0 where /proc is missing)."""
+    return _status_mb("VmRSS") or 0.0
 
 
 def release() -> None:
@@ -51,14 +57,8 @@ def _reset_peak_rss() -> bool:
 
 def _peak_rss_mb() -> float:
     """Peak resident memory since the last reset (or of the process), in MiB."""
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    peak = _status_mb("VmHWM")
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 class PeakMemory:

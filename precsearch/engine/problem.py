@@ -18,7 +18,13 @@ import math
 import os
 from typing import Any
 
-from precsearch.errors import UserInputError, is_resource_problem, missing_module, one_line
+from precsearch.errors import (
+    UserInputError,
+    is_resource_problem,
+    missing_module,
+    one_line,
+    users_fault,
+)
 from precsearch.policy import Policy
 from precsearch.policy.layers import model_layers
 from precsearch.policy.serving import SIGNATURE, output_kinds, serving_names
@@ -190,15 +196,11 @@ class Problem:
         if isinstance(data, tf.data.Dataset):
             dataset = data
         elif isinstance(data, (tuple, list)) and len(data) in (2, 3):
-            try:
+            where = self._where(function)
+            with users_fault(
+                lambda cause: f"{where} returned arrays that do not line up ({cause}), {expected}"
+            ):
                 dataset = tf.data.Dataset.from_tensor_slices(tuple(data))
-            except Exception as exc:
-                if is_resource_problem(exc):
-                    raise  # the machine's problem, not the user's input: it fails a trial
-                raise UserInputError(
-                    f"{self._where(function)} returned arrays that do not line up "
-                    f"({one_line(exc)}), {expected}"
-                ) from None
         else:
             raise UserInputError(
                 f"{self._where(function)} returned {type(data).__name__}, {expected}"
@@ -233,7 +235,10 @@ class Problem:
         kwargs = self.compile_kwargs(user=True)
         eager = kwargs.get("run_eagerly") or self._eager_model
         self.dropped_compile_args = ["run_eagerly"] if eager else []
-        try:
+        where = self._where("train_data")
+        with users_fault(
+            lambda cause: f"{where} examples do not fit build_model()'s model ({cause})"
+        ):
             x, y = self.first_batch(2)
             model.compile(**kwargs)
             # The user's training as Keras runs it here: "auto" XLA resolves to on with
@@ -243,13 +248,6 @@ class Problem:
             y_pred = model(x, training=False)
             loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
             float(loss)
-        except Exception as exc:
-            if is_resource_problem(exc):
-                raise  # the machine's problem, not the user's input: it fails a trial
-            raise UserInputError(
-                f"{self._where('train_data')} examples do not fit build_model()'s model "
-                f"({one_line(exc)})"
-            ) from None
 
     def _model_info(self, model: Any) -> ModelInfo:
         layers = model_layers(model)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from precsearch.study.trials import finished
+from precsearch.study.trials import finished, ran
 
 __all__ = [
     "PROBE_LEGEND",
@@ -71,11 +71,10 @@ def group_effects(study: Any) -> list[dict[str, Any]]:
     groups = [name for name in params if name == "dtype" or name.startswith("dtype:")]
     if not groups:
         return []
-    done = [t for t in finished(study) if set(params) <= {*t.params}]
-    # A too-slow trial's figure is the watchdog's estimate: rougher, but leaving the
-    # slowest trials out would flatter low precision.
-    # Trials the probes answered without running measured nothing: left out.
-    done = [t for t in done if not t.user_attrs.get("probe_rejected")]
+    # Trials the probes answered without running measured nothing: left out. A too-slow
+    # trial's figure is the watchdog's estimate: rougher, but leaving the slowest trials
+    # out would flatter low precision.
+    done = [t for t in finished(study) if ran(t) and set(params) <= {*t.params}]
     timed = [t for t in done if t.values and t.values[0] > 0]
     out = []
     columns, x = _design(timed, params) if timed else ([], np.zeros((0, 1)))

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.files import write_text_atomic
-from precsearch.records import TrialResult
 from precsearch.results.explain import (
     PROBE_LEGEND,
     WHY_LEGEND,
@@ -44,7 +43,13 @@ from precsearch.results.report import (
 )
 from precsearch.stats import figures_text
 from precsearch.study.selection import instrument_percent
-from precsearch.study.trials import confirmation_of, finished, is_feasible, stored_policy
+from precsearch.study.trials import (
+    confirmation_of,
+    finished,
+    is_feasible,
+    ran_results,
+    stored_policy,
+)
 
 __all__ = ["layer_groups", "render", "write_report"]
 
@@ -206,7 +211,7 @@ def render(study: Any, folder: str | os.PathLike[str] | None = None) -> str:
             body = pio.to_html(fig, full_html=False, include_plotlyjs=first)
             first = False
         parts.append(f"<section><h2>{html.escape(title)}</h2>{body}</section>")
-    results = [TrialResult.from_dict(t.user_attrs["result"]) for t in finished(study)]
+    results = ran_results(finished(study))
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     seconds = (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0

@@ -58,7 +58,7 @@ from precsearch.study.storage import (
     open_storage,
     redact,
 )
-from precsearch.study.trials import is_repeat
+from precsearch.study.trials import ran_results
 
 __all__ = [
     "StudyRun",
@@ -382,11 +382,7 @@ def run_study(
         if study is not None:
             # Whatever went wrong above, what the trials measured reaches the files.
             failure = failure or _write_files(run, study, logs)
-    results = [
-        TrialResult.from_dict(t.user_attrs["result"])
-        for t in study.get_trials(deepcopy=False)
-        if t.number not in before and "result" in t.user_attrs and not is_repeat(t)
-    ]
+    results = ran_results(t for t in study.get_trials(deepcopy=False) if t.number not in before)
     return StudyRun(
         study=study,
         space=space,

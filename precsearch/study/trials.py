@@ -8,6 +8,7 @@ read; nothing here imports Optuna, TensorFlow or pandas.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from precsearch.policy import Policy
@@ -22,6 +23,8 @@ __all__ = [
     "is_feasible",
     "is_repeat",
     "named_constraints",
+    "ran",
+    "ran_results",
     "set_constraints",
     "stored_policy",
 ]
@@ -57,6 +60,21 @@ def is_repeat(trial: Any) -> bool:
     """Whether a trial is a sampler's repeat of a policy measured already (stored with
     the earlier figures, not run again, not counted)."""
     return "duplicate_of" in trial.user_attrs
+
+
+def ran(trial: Any) -> bool:
+    """Whether a trial trained a policy of its own: it holds a result and is neither a
+    sampler's repeat nor a policy the probes answered without a trial."""
+    return (
+        "result" in trial.user_attrs
+        and not is_repeat(trial)
+        and not trial.user_attrs.get("probe_rejected")
+    )
+
+
+def ran_results(trials: Iterable[Any]) -> list[TrialResult]:
+    """The results of those of ``trials`` that ran (:func:`ran`): what their time went on."""
+    return [TrialResult.from_dict(t.user_attrs["result"]) for t in trials if ran(t)]
 
 
 def finished(study: Any) -> list[Any]:
