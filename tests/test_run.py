@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from helpers import MODELS, run_cli
 
+from precsearch.errors import TrialFailed
+from precsearch.records import ModelInfo
 from precsearch.study import run as run_module
 from precsearch.study.options import SearchOptions
 
@@ -46,19 +48,9 @@ def test_a_budget_at_which_nothing_can_judge_is_refused_in_one_line(tmp_path):
     assert "FP32's training loss does not move over 12 steps" in last
 
 
-def test_a_new_study_names_its_objectives_for_optunas_plots(tmp_path):
-    from precsearch.records import ModelInfo
-    from precsearch.study.space import SearchSpace
-    from precsearch.study.storage import open_storage
-    from precsearch.testing import sample_model_info
-
-    info = sample_model_info()
-    run = run_module.prepare_run(
-        MODELS / "mlp.py", SearchOptions(out=str(tmp_path), dtypes="float32,bfloat16")
-    )
-    space = SearchSpace(info, dimensions=["layer_dtypes"])
-    storage = open_storage(None, run.study_dir)
-    model_info = ModelInfo.from_dict(
+def model_info_of(info: dict) -> ModelInfo:
+    """A model info for a run from the contract suite's sample layers."""
+    return ModelInfo.from_dict(
         {
             **info,
             "source": "mlp.py",
@@ -70,6 +62,52 @@ def test_a_new_study_names_its_objectives_for_optunas_plots(tmp_path):
             "train_examples": 64,
         }
     )
+
+
+class Idle:
+    """An executor whose model is the sample info; a study of no new trials asks it
+    for nothing more."""
+
+    def __init__(self) -> None:
+        from precsearch.testing import sample_model_info
+
+        self.model_info = model_info_of(sample_model_info())
+
+    def start(self) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_study_files_are_written_when_the_confirmation_fails(tmp_path, monkeypatch):
+    def dies(run, study, executor):
+        raise TrialFailed("worker died (SIGKILL)", "while exporting")
+
+    monkeypatch.setattr(run_module, "_confirm_and_export", dies)
+    options = SearchOptions(out=str(tmp_path), trials=0, dtypes="float32,bfloat16", probe_time=0)
+    done = run_module.run_study(MODELS / "mlp.py", options, executor=Idle())
+    assert done.failure == (
+        "confirmation or export failed (TrialFailed: worker died (SIGKILL): while exporting)"
+    )
+    # What the trials measured reaches the files all the same.
+    assert (done.study_dir / "trials.csv").is_file()
+    assert (done.study_dir / "report.html").is_file()
+    assert done.paths["trials.csv"] == done.study_dir / "trials.csv"
+
+
+def test_a_new_study_names_its_objectives_for_optunas_plots(tmp_path):
+    from precsearch.study.space import SearchSpace
+    from precsearch.study.storage import open_storage
+    from precsearch.testing import sample_model_info
+
+    info = sample_model_info()
+    run = run_module.prepare_run(
+        MODELS / "mlp.py", SearchOptions(out=str(tmp_path), dtypes="float32,bfloat16")
+    )
+    space = SearchSpace(info, dimensions=["layer_dtypes"])
+    storage = open_storage(None, run.study_dir)
+    model_info = model_info_of(info)
     study, created = run_module._open_search(run, storage, space, model_info)
     assert created and study.metric_names == ["speedup", "fidelity_gap"]
     # A study stored before precsearch named its objectives gets the names on resuming.

@@ -126,3 +126,31 @@ def test_writing_tensorboard_runs_in_the_study_process_loads_no_tensorflow(tmp_p
     points = [(e.step, float(make_ndarray(e.tensor_proto))) for e in events.Tensors("loss")]
     assert points == [(32, 1.5)]
     assert "_hparams_/session_start_info" in events.Tags()["tensors"]
+
+
+def test_the_study_process_loads_no_tensorflow():
+    # Every module of the study process's side, imported together, as `run` does.
+    sides = ("precsearch.study", "precsearch.results", "precsearch.cli")
+    names = [n for n in module_names() if n.startswith(sides) and not n.endswith("__main__")]
+    code = (
+        "import sys\n"
+        + "".join(f"import {name}\n" for name in names)
+        + ("print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'keras'}))\n")
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(names) > 20 and done.stdout.strip() == "[]"
+
+
+def test_outside_the_engine_only_the_executors_and_the_tensorflow_commands_import_it():
+    # The in-process executor runs the engine here by design; `doctor` and `train` are
+    # TensorFlow processes themselves. Everything else reaches the engine through the
+    # executor protocol (a worker process speaking JSON).
+    allowed = {"precsearch.study.executors", "precsearch.cli.commands"}
+    importers = {
+        name
+        for name, imported in graph().items()
+        if not name.startswith("precsearch.engine")
+        and any(m.startswith("precsearch.engine") for m in imported)
+    }
+    assert importers == allowed

@@ -381,7 +381,8 @@ def run_study(
             executor.close()
         if study is not None:
             # Whatever went wrong above, what the trials measured reaches the files.
-            failure = failure or _write_files(run, study, logs)
+            written = _write_files(run, study, logs)
+            failure = "; ".join(filter(None, [failure, written]))
     results = ran_results(t for t in study.get_trials(deepcopy=False) if t.number not in before)
     return StudyRun(
         study=study,
