@@ -1,7 +1,7 @@
 """Loading a user's model file (or callables) into a :class:`ModelSpec`.
 
-The model file contract (DESIGN.md): ``build_model()`` returns a ``keras.Model``;
-``train_data()`` returns *unbatched* examples, ``(x, y)`` arrays or an unbatched
+The model file contract (the README's "Three ways to use it"): ``build_model()`` returns
+a ``keras.Model``; ``train_data()`` returns *unbatched* examples, ``(x, y)`` arrays or an unbatched
 ``tf.data.Dataset``; optional ``val_data()`` (same form), ``compile_kwargs()`` (optimizer,
 loss, metrics) and ``precsearch_config``, a literal dict read without importing the file.
 

@@ -154,3 +154,10 @@ def test_outside_the_engine_only_the_executors_and_the_tensorflow_commands_impor
         and any(m.startswith("precsearch.engine") for m in imported)
     }
     assert importers == allowed
+
+
+def test_the_import_paths_the_readme_documented_before_the_layout_still_work():
+    from precsearch.records import SHORT_DTYPES
+    from precsearch.space import SHORT_DTYPES as documented
+
+    assert documented is SHORT_DTYPES and documented["bfloat16"] == "mixed_bfloat16"

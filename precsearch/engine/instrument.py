@@ -1,6 +1,6 @@
 """The timing instrument: per-step timing, interleaved blocks, and their statistics.
 
-Rules it keeps (DESIGN.md, "Measuring speed honestly"):
+Rules it keeps (the README's "What a trial measures"):
 
 * Time the training steps themselves (one train-function call each), never whole
   ``fit()`` calls, which here sometimes spent seconds outside their steps.

@@ -1,6 +1,6 @@
 """The plain records every part of precsearch exchanges; each serialises to JSON.
 
-Nothing here runs a model or a study: these are the nouns of the data flow (DESIGN.md),
+Nothing here runs a model or a study: these are the nouns of the data flow (ARCHITECTURE.md),
 shared by the engine and by plugins, so a plugin author imports this module and
 :mod:`precsearch.plugins` and nothing else. It imports nothing of precsearch's but
 :mod:`precsearch.errors`.
