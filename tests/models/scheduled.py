@@ -1,6 +1,12 @@
-"""The shared MLP with a learning-rate schedule: a policy's batch size must scale it."""
+"""The tiny test MLP with a learning-rate schedule: a policy's batch size must scale it."""
 
-import numpy as np
+import sys
+from pathlib import Path
+
+TESTS = str(Path(__file__).resolve().parents[1])  # the shared scaffold, tests/helpers.py
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+from helpers import sign_data, tiny_model  # noqa: E402
 
 precsearch_config = {"batch_size": 32}
 
@@ -8,15 +14,7 @@ INITIAL_LR = 1e-3
 
 
 def build_model():
-    import keras
-
-    return keras.Sequential(
-        [
-            keras.Input((16,)),
-            keras.layers.Dense(32, activation="relu", name="hidden"),
-            keras.layers.Dense(4, name="logits"),
-        ]
-    )
+    return tiny_model(compiled=False)
 
 
 def compile_kwargs():
@@ -30,6 +28,4 @@ def compile_kwargs():
 
 
 def train_data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(512, 16)).astype("float32")
-    return x, np.argmax(x @ np.random.default_rng(123).normal(size=(16, 4)), axis=1)
+    return sign_data(512)
