@@ -1,0 +1,71 @@
+"""Reading a study's trials: one rule each for which is which (precsearch/study/trials.py,
+and the notebook API's export that reads the study's own options)."""
+
+from __future__ import annotations
+
+import optuna
+from helpers import MODELS
+
+from precsearch.study import api
+from precsearch.study.options import SearchOptions
+from precsearch.study.trials import fp32_trial, ran
+
+
+def stored(state: str, **attrs):
+    return optuna.trial.create_trial(
+        state=optuna.trial.TrialState[state],
+        values=[1.0, 0.0] if state == "COMPLETE" else None,
+        params={},
+        distributions={},
+        user_attrs=attrs,
+    )
+
+
+def study_of(*trials):
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    for trial in trials:
+        study.add_trial(trial)
+    return study
+
+
+def test_the_fp32_trial_is_a_completed_one_never_a_failed_one():
+    died = stored("FAIL", baseline="fp32", reason="worker died")
+    assert fp32_trial(study_of(died)) is None
+    retried = stored("COMPLETE", baseline="fp32", result={"policy": {}})
+    assert fp32_trial(study_of(died, retried)).number == 1
+    global_recipe = stored("COMPLETE", baseline="global_bfloat16", result={"policy": {}})
+    assert fp32_trial(study_of(global_recipe)) is None
+
+
+def test_a_repeat_or_a_probe_answered_trial_did_not_run():
+    assert ran(stored("COMPLETE", result={}))
+    assert not ran(stored("COMPLETE", result={}, duplicate_of=0))
+    assert not ran(stored("COMPLETE", result={}, probe_rejected=True))
+    assert not ran(stored("FAIL"))
+
+
+def test_exporting_from_a_notebook_trains_with_the_studys_own_options(tmp_path, monkeypatch):
+    options = SearchOptions(batch_size=64, strategy="mirrored", steps=7, dtypes="float32,bfloat16")
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.set_user_attr("options", options.shared())
+    study.set_user_attr("model_file", str(MODELS / "mlp.py"))
+    made = []
+
+    class Exporter:
+        def export(self, policy, names, target):
+            return {"paths": [str(target / name) for name in names]}
+
+        def close(self):
+            made.append("closed")
+
+    def make_executor(options, work_dir, model_path):
+        made.append((options, model_path))
+        return Exporter()
+
+    monkeypatch.setattr(api, "make_executor", make_executor)
+    result = api.SearchResult(study, tmp_path)
+    paths = result._train_and_export(None, ["saved_model"], tmp_path / "out")
+    assert paths == [str(tmp_path / "out" / "saved_model")]
+    (used, model_path), closed = made
+    assert (used.batch_size, used.strategy, used.steps) == (64, "mirrored", 7)
+    assert model_path == MODELS / "mlp.py" and closed == "closed"
