@@ -39,6 +39,19 @@ def test_policy_command_shows_loss_scaling_and_the_lr_factor_where_they_apply(tm
     assert "batch size   128 (lr rule sqrt, from batch 32: x2)" in out
 
 
+def test_policy_command_names_the_output_layer_and_what_it_holds(tmp_path, capsys):
+    serving = {
+        "signature": "serving_default",
+        "inputs": ["pixels"],
+        "outputs": {"probs": "probabilities"},
+    }
+    policy = Policy(default="mixed_bfloat16", manifest={"serving": serving})
+    assert main(["policy", str(policy.save(tmp_path / "p.json"))]) == 0
+    out = capsys.readouterr().out
+    assert "  output layer probs: float32, holds probabilities" in out
+    assert "unless a layer rule" not in out
+
+
 def test_bad_policy_file_is_one_line_exit_2(tmp_path):
     path = tmp_path / "p.json"
     path.write_text('{"format": "precsearch.policy/1", "default": "fp8"}')

@@ -12,6 +12,8 @@ from helpers import MODELS, run_cli, sign_data, tiny_model
 
 import precsearch
 from precsearch.loaders import load_model_file
+from precsearch.results.explain import WHY_LEGEND
+from precsearch.results.report import SPEED_LEGEND
 
 
 def check_spread(figures):
@@ -129,6 +131,12 @@ def test_show_and_export(tiny_study, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "confirmed vs FP32" in shown.stdout and "Answer (fresh rounds):" in shown.stdout
     assert "Dense (" in shown.stdout
+    # Why the Dense group has its dtype, under the legend that says what the figures are.
+    assert f"{SPEED_LEGEND}\n" in shown.stdout
+    (why,) = shown.stdout.split(f"{WHY_LEGEND}:\n")[1].splitlines()[:1]
+    assert why.startswith(
+        ("  Dense: float32 — bfloat16 there", "  Dense: bfloat16 — bfloat16 there")
+    )
     assert "SavedModel signature 'serving_default': inputs " in shown.stdout
     assert (
         shown.stdout.split("SavedModel signature")[1]

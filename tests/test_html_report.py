@@ -18,6 +18,7 @@ from helpers import run_cli
 from optuna.distributions import CategoricalDistribution
 
 from precsearch import load_study
+from precsearch.results.explain import WHY_LEGEND
 from precsearch.results.html_report import layer_groups, render
 from precsearch.results.report import SPEED_LEGEND, trials_text
 
@@ -58,6 +59,8 @@ def test_the_report_holds_the_answer_and_its_evidence(tiny_study):
     assert "FP32 band (3 seeds)" in page  # the loss curves over the reference runs
     # Trials counted without a sampler's repeats, and where each speed figure comes from.
     assert f"{trials_text(result.study)}." in page and SPEED_LEGEND in page
+    # Why each layer group has its dtype, under its legend.
+    assert f"{WHY_LEGEND}</p><ul><li>Dense: " in page
     if record.best_is_fp32:
         assert "your FP32 training (instrument error ±" in page
     assert "Parameter importances" in page and "Optimization History" in page

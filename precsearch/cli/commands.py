@@ -41,7 +41,12 @@ def cmd_policy(args: argparse.Namespace) -> int:
         print(f"  layer {name:<24} {dtype}")
     if "follow" in {*policy.types.values(), *policy.layers.values()}:
         print("  follow: the layer takes the dtype of the layers that feed it (no cast)")
-    print("  output layer float32 unless a layer rule above names it")
+    # What the output layer computes in, and holds where the study recorded it.
+    outputs = (policy.manifest.get("serving") or {}).get("outputs") or {}
+    for name, kind in outputs.items():
+        print(f"  output layer {name}: {policy.layers.get(name, 'float32')}, holds {kind}")
+    if not outputs:
+        print("  output layer float32 unless a layer rule above names it")
     if policy.uses_float16():
         scale = policy.loss_scale
         kind = "dynamic" if scale.dynamic else "fixed"
