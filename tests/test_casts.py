@@ -4,12 +4,16 @@ lets shape and element-wise layers take their input's dtype (no casts of their o
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from precsearch import Policy, UserInputError, load_policy
+from precsearch.cli.commands import run_options
+from precsearch.cli.parser import build_parser
 from precsearch.policy.layers import iter_layers, model_layers
+from precsearch.study.run import space_for
 from precsearch.study.space import SearchSpace, SpaceOptions
 
 keras = pytest.importorskip("keras")
@@ -105,6 +109,10 @@ def space_of(info: dict, **options) -> SearchSpace:
     return SearchSpace(info, options, ["layer_dtypes"])
 
 
+def parse(argv: list[str]):
+    return build_parser().parse_args(argv)
+
+
 def dtype_params(space: SearchSpace) -> list[str]:
     return sorted(p for p in space.choices() if p.startswith("dtype"))
 
@@ -123,6 +131,10 @@ def test_the_cast_aware_space_offers_a_choice_only_where_layers_compute():
     }  # fmt: skip
     sensitive = space_of(info, group_by="type", sensitive=True)
     assert "dtype:Activation" in dtype_params(sensitive)
+    # A run reaches the opt-in with --sensitive (a notebook with sensitive=True).
+    flags = ["run", "m.py", "--sensitive", "--dtypes", "float32,bfloat16", "--group-by", "type"]
+    reached = space_for(SimpleNamespace(to_dict=lambda: info), run_options(parse(flags)))
+    assert dtype_params(reached) == dtype_params(sensitive)
     independent = space_of(info, group_by="type", casts="independent")
     assert len(dtype_params(independent)) == 11  # every floating class, RandomFlip included
     assert "casts" in space.describe() and "casts" not in independent.describe()

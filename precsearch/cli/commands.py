@@ -79,6 +79,7 @@ def run_options(args: argparse.Namespace) -> Any:
         out=args.out,
         group_by=args.group_by,
         casts=args.casts,
+        sensitive=args.sensitive,
         probe_time=args.probe_time,
         dtypes=args.dtypes,
         steps=args.steps,
@@ -143,7 +144,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if not Path(args.model_file).is_file():
         raise UserInputError(f"{args.model_file}: no such model file")
     options = SearchOptions(
-        group_by=args.group_by, casts=args.casts, dtypes=args.dtypes,
+        group_by=args.group_by, casts=args.casts, sensitive=args.sensitive, dtypes=args.dtypes,
         batch_size=args.batch_size, probe_time=args.probe_time, in_process=args.in_process,
         loader=args.loader, debug=args.debug,
     )  # fmt: skip

@@ -114,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="follow (default): only layers that compute get a dtype choice, shape and "
         "element-wise layers take their input's; independent: every layer gets one",
     )
+    cmd.add_argument(
+        "--sensitive",
+        action="store_true",
+        help="with --casts follow, offer softmax layers a low dtype too (float32 by default)",
+    )
     cmd.add_argument("--dtypes", help="e.g. float32,bfloat16 (default: what runs fast here)")
     cmd.add_argument("--steps", type=_positive_int, help="training steps per trial")
     cmd.add_argument("--tolerance", type=_positive_float, help="largest fidelity gap (bands)")
@@ -248,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("model_file", metavar="MODEL_FILE")
     cmd.add_argument("--group-by", choices=["global", "type", "block", "layer"])
     cmd.add_argument("--casts", choices=["follow", "independent"], default="follow")
+    cmd.add_argument("--sensitive", action="store_true", help="softmax layers probed too")
     cmd.add_argument("--dtypes", help="e.g. float32,bfloat16 (default: what runs fast here)")
     cmd.add_argument("--batch-size", type=_positive_int, help="the model's own batch size")
     cmd.add_argument(

@@ -64,6 +64,7 @@ class SearchOptions:
     out: str = "studies"
     group_by: str | None = None
     casts: str = "follow"
+    sensitive: bool = False  # with casts="follow": softmax layers get a dtype choice too
     dtypes: str | list[str] | None = None
     steps: int | None = None
     tolerance: float | None = None
@@ -137,9 +138,9 @@ class SearchOptions:
         """What every worker of a study must run the same way, and what ``precsearch
         finish`` exports (stored in the study)."""
         keys = (
-            "group_by", "casts", "dtypes", "steps", "tolerance", "sampler", "lr_rule", "batch_size",
-            "watchdog", "keep_slow", "dimensions", "objectives", "exporters", "loader",
-            "trial_timeout", "heartbeat", "strategy",
+            "group_by", "casts", "sensitive", "dtypes", "steps", "tolerance", "sampler",
+            "lr_rule", "batch_size", "watchdog", "keep_slow", "dimensions", "objectives",
+            "exporters", "loader", "trial_timeout", "heartbeat", "strategy",
         )  # fmt: skip
         return {key: getattr(self, key) for key in keys}
 

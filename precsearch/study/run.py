@@ -309,8 +309,8 @@ def _write_files(run: _Run, study: Any, logs: TensorBoardLog) -> str:
 def space_for(info: ModelInfo, options: SearchOptions) -> SearchSpace:
     """The search space the options give for the model."""
     space_options = SpaceOptions(
-        group_by=options.group_by, casts=options.casts, dtypes=options.dtypes,
-        lr_rule=options.lr_rule,
+        group_by=options.group_by, casts=options.casts, sensitive=options.sensitive,
+        dtypes=options.dtypes, lr_rule=options.lr_rule,
     )  # fmt: skip
     return SearchSpace(info.to_dict(), space_options, options.dimensions)
 
