@@ -85,11 +85,14 @@ def ratio_bounds(logs: Sequence[float], alpha: float, seed: int = 0) -> tuple[fl
     return math.exp(float(low)), math.exp(float(high))
 
 
-def confidently_slower(logs: Sequence[float], look: int, alpha: float = 0.025) -> bool:
-    """Whether paired log ratios (candidate over FP32) put the candidate's speed below
-    FP32's beyond doubt: the check a trial makes after each block pair to stop early.
+def confidently_slower(
+    logs: Sequence[float], look: int, alpha: float = 0.025, bar: float = 1.0
+) -> bool:
+    """Whether paired log ratios (candidate over FP32) put the candidate's speedup below
+    ``bar`` (1: FP32's speed) beyond doubt: the check a trial makes after each block pair
+    to stop early.
 
-    A one-sided Student-t upper bound of the mean log below 0. The check is repeated
+    A one-sided Student-t upper bound of the mean log below ``log(bar)``. The check is repeated
     (``look`` 1, 2, ... as pairs come in), so look ``k`` spends ``alpha / (k (k + 1))``:
     over any number of looks at most ``alpha`` of equal-speed candidates stop. Not the
     bootstrap: with three to eight pairs its interval covers far less than its level
@@ -104,7 +107,7 @@ def confidently_slower(logs: Sequence[float], look: int, alpha: float = 0.025) -
     mean, sd = float(values.mean()), float(values.std(ddof=1))
     level = 1 - alpha / (look * (look + 1))
     upper = mean + float(stats.t.ppf(level, values.size - 1)) * sd / math.sqrt(values.size)
-    return upper < 0
+    return upper < math.log(bar)
 
 
 def log_figures(

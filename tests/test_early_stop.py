@@ -24,7 +24,7 @@ def pair_logs(true: float, rng: np.random.Generator) -> list[float]:
     return logs
 
 
-def stopped(true: float, trials: int, seed: int) -> int:
+def stopped(true: float, trials: int, seed: int, bar: float = 1.0) -> int:
     """How many of ``trials`` simulated trials stop as too slow at any of their looks
     (none stops early for precision here: every look is taken, the worst case)."""
     rng = np.random.default_rng(seed)
@@ -32,7 +32,7 @@ def stopped(true: float, trials: int, seed: int) -> int:
     for _ in range(trials):
         logs = pair_logs(true, rng)
         looks = range(1, LOOKS + 1)
-        count += any(confidently_slower(logs[: MIN_PAIRS + k - 1], k) for k in looks)
+        count += any(confidently_slower(logs[: MIN_PAIRS + k - 1], k, bar=bar) for k in looks)
     return count
 
 
@@ -59,3 +59,12 @@ def test_the_bound_is_corrected_for_the_looks():
     # The same evidence counts for less at a later look.
     borderline = [-0.10, -0.02, -0.06, -0.05, -0.07]
     assert confidently_slower(borderline, look=1) and not confidently_slower(borderline, look=30)
+
+
+def test_against_the_best_feasible_trial_the_rates_hold_at_its_bar():
+    # Once a feasible trial's lower bound is 1.4x, a trial that reaches 1.4x is rarely
+    # stopped, and one at FP32's speed (0.71 of the bar) almost always is.
+    assert stopped(1.4, 1000, seed=2, bar=1.4) / 1000 <= 0.025
+    assert stopped(1.0, 500, seed=3, bar=1.4) / 500 >= 0.9
+    assert not confidently_slower([math.log(1.2)] * 2 + [math.log(1.21)], look=1)
+    assert confidently_slower([math.log(1.2)] * 2 + [math.log(1.21)], look=1, bar=1.5)

@@ -20,12 +20,16 @@ class Executor:
 
     def __init__(self) -> None:
         self.ran: list[dict] = []
+        self.bars: list[float] = []
 
     def run_trial(self, policy, budget):
         self.ran.append(policy.to_dict())
+        self.bars.append(budget.stop_below)
+        speedup = policy.batch_size / 32
         return TrialResult(
-            policy=policy.to_dict(), status="ok", speedup=policy.batch_size / 32, fidelity_gap=0.1
-        )
+            policy=policy.to_dict(), status="ok", speedup=speedup, fidelity_gap=0.1,
+            block_ratios={"estimate": speedup, "low": 0.9 * speedup, "high": 1.1 * speedup},
+        )  # fmt: skip
 
 
 def search(dimensions: list[str], trials: int, seed: int = 0):
@@ -79,3 +83,17 @@ def test_fp32_at_a_feasible_trials_batch_size_is_enqueued_as_its_twin():
             t.system_attrs.get("fixed_params") == twin for t in waiting
         )
     assert parents and any("twin_of" in t.user_attrs for t in study.trials)
+
+
+def test_a_trial_must_be_able_to_reach_the_best_feasible_trial_so_far_or_it_stops():
+    study, executor, _ = search(["batch_size"], trials=4, seed=1)
+    ran = [
+        t for t in study.trials if t.state.name == "COMPLETE" and "duplicate_of" not in t.user_attrs
+    ]
+    assert len(ran) == len(executor.bars) >= 3
+    best_low = 1.0
+    for trial, bar in zip(ran, executor.bars, strict=True):
+        # The baselines are measured in full; every other trial against the best so far.
+        assert bar == (1.0 if "baseline" in trial.user_attrs else best_low)
+        best_low = max(best_low, trial.user_attrs["result"]["block_ratios"]["low"])
+    assert max(executor.bars) > 1  # some trial had a bar above FP32 to reach

@@ -8,16 +8,17 @@ from helpers import MODELS
 
 from precsearch.study import api
 from precsearch.study.options import SearchOptions
-from precsearch.study.trials import fp32_trial, ran
+from precsearch.study.trials import best_feasible_low, fp32_trial, ran
 
 
-def stored(state: str, **attrs):
+def stored(state: str, constraints: dict | None = None, **attrs):
     return optuna.trial.create_trial(
         state=optuna.trial.TrialState[state],
         values=[1.0, 0.0] if state == "COMPLETE" else None,
         params={},
         distributions={},
         user_attrs=attrs,
+        constraints=constraints,
     )
 
 
@@ -42,6 +43,22 @@ def test_a_repeat_or_a_probe_answered_trial_did_not_run():
     assert not ran(stored("COMPLETE", result={}, duplicate_of=0))
     assert not ran(stored("COMPLETE", result={}, probe_rejected=True))
     assert not ran(stored("FAIL"))
+
+
+def test_the_bar_a_new_trial_must_reach_is_the_best_feasible_lower_bound():
+    def timed(low: float, fidelity: float, **attrs):
+        result = {"policy": {}, "block_ratios": {"low": low}}
+        return stored("COMPLETE", {"fidelity": fidelity}, result=result, **attrs)
+
+    assert best_feasible_low(study_of()) == 1.0
+    assert best_feasible_low(study_of(timed(0.8, -1.0))) == 1.0  # never below FP32
+    study = study_of(
+        timed(1.3, -0.5),
+        timed(1.9, 2.0),  # faster, but trains unlike FP32
+        timed(1.8, -0.5, duplicate_of=0),  # a repeat measured nothing of its own
+        timed(1.7, -0.5, probe_rejected=True),  # the probes' prediction, not a trial
+    )
+    assert best_feasible_low(study) == 1.3
 
 
 def test_exporting_from_a_notebook_trains_with_the_studys_own_options(tmp_path, monkeypatch):

@@ -179,8 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument(
         "--keep-slow",
         action="store_true",
-        help="train trials that are confidently slower than FP32 to the end of their budget "
-        "(to see how they train) instead of stopping them as too slow",
+        help="train trials that are confidently slower than FP32 (or than the best "
+        "feasible trial) to the end of their budget (to see how they train) instead of "
+        "stopping them as too slow",
     )
     cmd.add_argument(
         "--dimension",

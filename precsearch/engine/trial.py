@@ -13,11 +13,12 @@ their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
    (:func:`precsearch.engine.instrument.interleave`), the candidate training on from the
    same data order as the FP32 runs: the speedup is the geometric mean of the pairs'
    ratios, with its bootstrap interval, the estimator of the confirmation. From three
-   pairs on, once it is confidently slower than FP32
-   (:func:`precsearch.stats.confidently_slower`: a t bound below 1, corrected for the
-   repeated looks), it stops (``too_slow``; not the FP32 baseline, nor with
-   ``budget.stop_slow`` off); blocks are
-   added until the interval is ±3% or ``budget.max_blocks``;
+   pairs on, once it is confidently slower than FP32, or than the study's best feasible
+   trial so far (``budget.stop_below``: a trial that cannot reach it cannot be the
+   answer), it stops as ``too_slow`` (:func:`precsearch.stats.confidently_slower`: a t
+   bound under the bar, corrected for the repeated looks; never the FP32 baseline, nor
+   with ``budget.stop_slow`` off); blocks are added until the interval is ±3% or
+   ``budget.max_blocks``;
 4. trains on to the budget's samples, evaluating validation data there, and on up to
    1.5x the budget while its smoothed loss has not reached FP32's quality target;
 5. judges it against the FP32 runs *at equal samples* (:func:`precsearch.engine.fidelity.judge`:
@@ -124,7 +125,8 @@ def _time_blocks(
         if pairs < MIN_PAIRS:
             return True
         logs = [math.log(r) for r in ratios]
-        if may_stop and confidently_slower(logs, look=pairs - MIN_PAIRS + 1):
+        look = pairs - MIN_PAIRS + 1
+        if may_stop and confidently_slower(logs, look=look, bar=budget.stop_below):
             verdict["slow"] = True
             return False
         figures = log_figures(logs)
@@ -297,9 +299,14 @@ def run_trial(
     if cand.stopped:
         return nonfinite()
     if slow:
+        bar = (
+            "FP32"
+            if budget.stop_below == 1
+            else f"the best feasible trial's {budget.stop_below:.2f}x"
+        )
         return finish(
             "too_slow",
-            f"confidently slower than FP32 after {len(blocks.ratios)} block pairs: "
+            f"confidently slower than {bar} after {len(blocks.ratios)} block pairs: "
             f"{result.block_ratios['estimate']:.2f}x ({result.block_ratios['low']:.2f}-"
             f"{result.block_ratios['high']:.2f})",
         )

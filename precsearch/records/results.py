@@ -43,6 +43,10 @@ class Budget:
         stop_slow: Stop a trial once three pairs of blocks show it confidently slower
             than FP32 (its speedup's 95% interval wholly under 1), before it trains the
             rest of its budget; off to learn how slow policies train (``--keep-slow``).
+        stop_below: The speedup a trial must be able to reach not to stop (with
+            ``stop_slow``): 1 (FP32), or the study's best feasible trial's lower bound
+            once it is above 1, since a trial confidently slower than that cannot be
+            the answer.
     """
 
     steps: int = 120
@@ -52,6 +56,7 @@ class Budget:
     ref_seeds: int = 3
     watchdog: float = 5.0
     stop_slow: bool = True
+    stop_below: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("steps", "block", "ref_seeds"):
@@ -65,6 +70,8 @@ class Budget:
                 f"budget steps is {self.steps}, expected at least warmup + 2 + block = "
                 f"{self.warmup + 2 + self.block} so that one block is timed"
             )
+        if not self.stop_below >= 1:
+            raise UserInputError(f"budget stop_below is {self.stop_below!r}, expected >= 1")
         if not self.watchdog > 1:
             raise UserInputError(f"budget watchdog is {self.watchdog!r}, expected > 1")
 

@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from precsearch.errors import StorageError, TrialFailed, one_line
@@ -29,6 +30,7 @@ from precsearch.study.probe import predicted, rejection
 from precsearch.study.space import SearchSpace
 from precsearch.study.storage import redact, storage_failure
 from precsearch.study.trials import (
+    best_feasible_low,
     fp32_result,
     is_feasible,
     is_repeat,
@@ -197,7 +199,10 @@ def make_objective(
             )  # fmt: skip
             trial.set_user_attr("probe_rejected", True)
         else:
-            result = executor.run_trial(policy, budget)
+            # A trial confidently slower than the best feasible one cannot be the answer:
+            # it stops after its first blocks (the baselines are measured in full).
+            bar = 1.0 if "baseline" in trial.user_attrs else best_feasible_low(trial.study)
+            result = executor.run_trial(policy, replace(budget, stop_below=bar))
         trial.set_user_attr("result", result.to_dict(max_points=MAX_CURVE_POINTS))
         trial.set_user_attr("status", result.status)
         trial.set_user_attr("reason", result.reason)

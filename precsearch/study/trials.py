@@ -16,6 +16,7 @@ from precsearch.records import Confirmation, TrialResult
 
 __all__ = [
     "baseline_trial",
+    "best_feasible_low",
     "confirmation_of",
     "finished",
     "fp32_result",
@@ -84,6 +85,18 @@ def finished(study: Any) -> list[Any]:
         for t in study.get_trials(deepcopy=False)
         if t.state.name == "COMPLETE" and "result" in t.user_attrs and not is_repeat(t)
     ]
+
+
+def best_feasible_low(study: Any) -> float:
+    """The speedup a new trial must be able to reach to matter: the highest lower bound
+    (of its own timed blocks' 95% interval) among the feasible trials that ran, or 1
+    (FP32) when none is above it."""
+    lows = [
+        (t.user_attrs["result"].get("block_ratios") or {}).get("low") or 1.0
+        for t in finished(study)
+        if ran(t) and is_feasible(t)
+    ]
+    return max([1.0, *lows])
 
 
 def baseline_trial(study: Any, label: str) -> Any | None:
