@@ -31,6 +31,11 @@ def test_a_time_to_quality_is_a_ratio_or_its_named_outcome():
     assert ttq_text({"speedup": 1.234, "outcome": "reached"}) == "1.23x"
     assert ttq_text({"outcome": "not reached within 1.5x the budget"}) == ">1.5x budget"
     assert ttq_text({"outcome": "not measured"}) == ttq_text(None) == "n/a"
+    # The tracing a user's run pays once stands beside the ratio that leaves it out.
+    reached = {"speedup": 1.5, "outcome": "reached", "trace_s": 4.06}
+    assert ttq_text(reached) == "1.50x, trace 4.1 s"
+    late = {"outcome": "not reached within 1.5x the budget", "trace_s": 12.0}
+    assert ttq_text(late) == ">1.5x budget, trace 12.0 s"
 
 
 def test_a_trial_count_leaves_out_a_samplers_repeats_and_says_so():

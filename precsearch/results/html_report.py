@@ -167,11 +167,7 @@ def _answer_html(study: Any) -> str:
             ("x from batch size / XLA", figures_text(best.get("config"))),
             ("vs the global recipe", figures_text(best.get("speedup_vs_global_mixed"))),
         ]
-        ttq = best.get("time_to_quality") or {}
-        text = ttq_text(ttq) + (
-            f" (tracing {ttq['trace_s']:.1f} s, once)" if ttq.get("trace_s") else ""
-        )
-        rows.append(("time to FP32's quality", text))
+        rows.append(("time to FP32's quality", ttq_text(best.get("time_to_quality"))))
     rows.append(("a copy of FP32 (instrument error)", figures_text(record.null_vs_fp32)))
     labels = {"global": "global mixed recipe", "graph_rewrite": "TensorFlow's graph rewrite"}
     for name, peer in record.peers.items():
