@@ -19,7 +19,7 @@ class Measurement:
 
     Attributes:
         rates: Label (``fp32``, ``null``, ``c0``...) to samples/s, one figure per
-            round: the examples of one call over the median call of its block.
+            round: the examples of one call over its block's 10th-percentile call.
         steps: Label to the calls in each of its timed blocks.
         orders: The order the labels ran in, per round.
     """

@@ -167,7 +167,7 @@ class TrialResult:
         status: ``ok`` (feasible), ``infeasible``, ``too_slow`` or ``failed``.
         reason: Why, for any status but ``ok``.
         speedup: Candidate samples/s over FP32 samples/s: the geometric mean of the
-            ratios of pairs of adjacent blocks (each block's median call).
+            ratios of pairs of adjacent blocks (each block's 10th-percentile call).
         block_ratios: Its figures (:func:`precsearch.stats.log_figures`): ``estimate``,
             the bootstrap interval ``low``-``high``, ``median``, ``min``, ``max``,
             ``rounds`` (block pairs).

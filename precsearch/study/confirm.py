@@ -228,7 +228,7 @@ def confirm(
     executor: Any,
     budget: Budget,
     top: int = 3,
-    seconds: float = 120.0,
+    seconds: float = 60.0,
     block: int = 10,
     seed: int | None = None,
     clock: Callable[[], float] = time.monotonic,
