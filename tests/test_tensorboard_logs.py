@@ -12,6 +12,23 @@ from precsearch import LossScale, Policy
 from precsearch.loaders import load_model_file
 from precsearch.records import Budget
 from precsearch.results.tensorboard_logs import METRICS, TensorBoardLog, _Run
+from precsearch.study.storage import open_storage, open_study
+
+
+def hparams_session(folder):
+    """A run's events, HParams experiment and hparam values, as TensorBoard reads them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import metadata as hp
+
+    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    events.Reload()
+    content = events.PluginTagToContent(hp.PLUGIN_NAME)
+    tags = {hp.EXPERIMENT_TAG, hp.SESSION_START_INFO_TAG, hp.SESSION_END_INFO_TAG}
+    assert tags <= set(content)
+    experiment = hp.parse_experiment_plugin_data(content[hp.EXPERIMENT_TAG])
+    start = hp.parse_session_start_info_plugin_data(content[hp.SESSION_START_INFO_TAG])
+    values = {name: getattr(v, v.WhichOneof("kind")) for name, v in start.hparams.items()}
+    return events, experiment, values
 
 
 @pytest.mark.slow
@@ -36,6 +53,11 @@ def test_every_trial_and_fp32_reference_run_is_a_tensorboard_run(tiny_study):
     assert all(len(losses) == 20 for losses in band)
     # Seeds differ in data order only: different curves from the same start.
     assert band[0][-1].value != band[1][-1].value
+    # The HParams dashboard compares the run's trials by the study's own parameters.
+    _, experiment, values = hparams_session(runs / "trial_0000_fp32")
+    assert values["run"] == "trial" and values["dtype:Dense"] == "float32"
+    study = open_study("tiny", open_storage(None, folder))
+    assert {info.name for info in experiment.hparam_infos} >= {"run", *study.trials[0].params}
 
 
 @pytest.mark.slow
@@ -119,28 +141,11 @@ def test_an_interrupted_run_leaves_no_folder_and_is_written_again(
 
 def test_the_hparams_dashboard_compares_trials_and_references_by_policy(tmp_path):
     """What TensorBoard's HParams plugin reads, through TensorBoard's own loader."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.plugins.hparams import metadata as hp
     from tensorboard.plugins.text import metadata as text
 
     TensorBoardLog(tmp_path).write_all(a_study_with_one_trial_and_one_reference())
 
-    def session(folder):
-        events = EventAccumulator(str(folder), size_guidance={"tensors": 0})
-        events.Reload()
-        content = events.PluginTagToContent(hp.PLUGIN_NAME)
-        assert {hp.EXPERIMENT_TAG, hp.SESSION_START_INFO_TAG, hp.SESSION_END_INFO_TAG} <= set(
-            content
-        )
-        experiment = hp.parse_experiment_plugin_data(content[hp.EXPERIMENT_TAG])
-        start = hp.parse_session_start_info_plugin_data(content[hp.SESSION_START_INFO_TAG])
-        values = {}
-        for name, value in start.hparams.items():
-            kind = value.WhichOneof("kind")
-            values[name] = getattr(value, kind)
-        return events, experiment, values
-
-    events, experiment, values = session(tmp_path / "trial_0000")
+    events, experiment, values = hparams_session(tmp_path / "trial_0000")
     assert values == {"run": "trial", "dtype:Dense": "bfloat16", "batch_size": 64.0}
     infos = {info.name: info for info in experiment.hparam_infos}
     assert sorted(infos["dtype:Dense"].domain_discrete) == ["bfloat16", "float32"]
@@ -155,7 +160,7 @@ def test_the_hparams_dashboard_compares_trials_and_references_by_policy(tmp_path
     table = events.Tensors("gradient_norms")[0].tensor_proto.string_val[0].decode()
     assert "| hidden | 2 |" in table and "| global | 2.5 |" in table
 
-    _, experiment, reference = session(tmp_path / "fp32_bs32_3calls" / "seed_0")
+    _, experiment, reference = hparams_session(tmp_path / "fp32_bs32_3calls" / "seed_0")
     assert reference == {"run": "fp32 reference", "batch_size": 32.0, "jit_compile": False,
                          "seed": 0.0, "dtype:Dense": "float32"}  # fmt: skip
     # The dashboard shows the experiment of whichever run it reads first: a reference's
