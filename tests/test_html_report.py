@@ -60,7 +60,7 @@ def test_the_report_holds_the_answer_and_its_evidence(tiny_study):
     # Trials counted without a sampler's repeats, and where each speed figure comes from.
     assert f"{trials_text(result.study)}." in page and SPEED_LEGEND in page
     # Why each layer group has its dtype, under its legend.
-    assert f"{WHY_LEGEND}</p><ul><li>Dense: " in page
+    assert f"{WHY_LEGEND}</p><ul>\n<li>Dense: " in page
     if record.best_is_fp32:
         assert "your FP32 training (instrument error ±" in page
     assert "Parameter importances" in page and "Optimization History" in page

@@ -55,7 +55,7 @@ def test_every_trial_and_fp32_reference_run_is_a_tensorboard_run(tiny_study):
     assert band[0][-1].value != band[1][-1].value
     # The HParams dashboard compares the run's trials by the study's own parameters.
     _, experiment, values = hparams_session(runs / "trial_0000_fp32")
-    assert values["run"] == "trial" and values["dtype:Dense"] == "float32"
+    assert values["run"] == "fp32" and values["dtype:Dense"] == "float32"  # the baseline
     study = open_study("tiny", open_storage(None, folder))
     assert {info.name for info in experiment.hparam_infos} >= {"run", *study.trials[0].params}
 
