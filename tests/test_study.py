@@ -117,6 +117,8 @@ def test_a_trial_trains_data_parallel_under_the_mirrored_strategy(tmp_path):
     args = [
         "run", str(MODELS / "mlp.py"), "--strategy", "mirrored", "--out", str(tmp_path),
         "--trials", "2", "--steps", "20", "--dtypes", "float32,bfloat16", "--confirm", "0",
+        # how fast bfloat16 is depends on the CPU: a slower trial must still train to the end
+        "--keep-slow", "--watchdog", "100",
     ]  # fmt: skip
     env = {**os.environ, "PRECSEARCH_CPU_REPLICAS": "2"}
     done = subprocess.run(
