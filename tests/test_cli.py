@@ -50,6 +50,10 @@ def test_policy_command_names_the_output_layer_and_what_it_holds(tmp_path, capsy
     out = capsys.readouterr().out
     assert "  output layer probs: float32, holds probabilities" in out
     assert "unless a layer rule" not in out
+    # A layer rule that names the output by a pattern decides it, as apply() would.
+    named = Policy(default="float32", layers={"pro.*": "mixed_bfloat16"}, manifest=policy.manifest)
+    assert main(["policy", str(named.save(tmp_path / "named.json"))]) == 0
+    assert "  output layer probs: mixed_bfloat16, holds probabilities" in capsys.readouterr().out
 
 
 def test_bad_policy_file_is_one_line_exit_2(tmp_path):

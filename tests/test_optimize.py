@@ -93,7 +93,7 @@ def test_a_trial_must_be_able_to_reach_the_best_feasible_trial_so_far_or_it_stop
     assert len(ran) == len(executor.bars) >= 3
     best_low = 1.0
     for trial, bar in zip(ran, executor.bars, strict=True):
-        # The baselines are measured in full; every other trial against the best so far.
+        # The baselines are held to FP32; every other trial to the best so far.
         assert bar == (1.0 if "baseline" in trial.user_attrs else best_low)
         best_low = max(best_low, trial.user_attrs["result"]["block_ratios"]["low"])
     assert max(executor.bars) > 1  # some trial had a bar above FP32 to reach

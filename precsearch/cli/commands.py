@@ -30,9 +30,11 @@ __all__ = [
 
 def cmd_policy(args: argparse.Namespace) -> int:
     from precsearch.policy import load_policy
+    from precsearch.policy.layers import LayerRecord
     from precsearch.results.report import serving_text
 
     policy = load_policy(args.file)
+    serving = policy.manifest.get("serving") or {}
     print(f"{args.file}: valid {policy.to_dict()['format']} policy")
     print(f"  default      {policy.default}")
     for name, dtype in policy.types.items():
@@ -41,10 +43,12 @@ def cmd_policy(args: argparse.Namespace) -> int:
         print(f"  layer {name:<24} {dtype}")
     if "follow" in {*policy.types.values(), *policy.layers.values()}:
         print("  follow: the layer takes the dtype of the layers that feed it (no cast)")
-    # What the output layer computes in, and holds where the study recorded it.
-    outputs = (policy.manifest.get("serving") or {}).get("outputs") or {}
+    # What the output layer computes in (the policy's own rule: a layer rule, exact or a
+    # pattern, names it, else float32), and holds where the study recorded it.
+    outputs = serving.get("outputs") or {}
     for name, kind in outputs.items():
-        print(f"  output layer {name}: {policy.layers.get(name, 'float32')}, holds {kind}")
+        record = LayerRecord(name, name, "", is_output=True, is_model=False, floating=True)
+        print(f"  output layer {name}: {policy.dtype_for(record)[0]}, holds {kind}")
     if not outputs:
         print("  output layer float32 unless a layer rule above names it")
     if policy.uses_float16():
@@ -60,9 +64,9 @@ def cmd_policy(args: argparse.Namespace) -> int:
         rule = f"lr rule {policy.lr_rule}, from batch {policy.base_batch_size}"
         print(f"  batch size   {policy.batch_size} ({rule}: x{policy.lr_factor():.3g})")
     print(f"  jit_compile  {policy.jit_compile}")
-    serving = serving_text(policy.manifest.get("serving") or {})
-    if serving:
-        print(f"  {serving}")
+    line = serving_text(serving)
+    if line:
+        print(f"  {line}")
     return 0
 
 
