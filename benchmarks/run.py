@@ -42,12 +42,12 @@ from precsearch.results.report import (
 )
 from precsearch.results.report import PHASES as TIMED_PHASES
 from precsearch.stats import figures_text, ratio_figures
+from precsearch.stored import ran_results
 from precsearch.study.confirm import confirm
 from precsearch.study.executors import Worker
 from precsearch.study.probe import probe_lines
 from precsearch.study.selection import instrument_percent
 from precsearch.study.space import SearchSpace, SpaceOptions
-from precsearch.study.trials import ran_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

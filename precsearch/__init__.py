@@ -31,7 +31,7 @@ def __getattr__(name: str):
     # The search machinery (Optuna, pandas) loads only when asked for, so that training
     # code doing `precsearch.load_policy(...)` imports nothing of it.
     if name in _LAZY:
-        from precsearch.study import api
+        from precsearch.app import api
 
         return getattr(api, name)
     if name == "PolicyGuard":  # imports TensorFlow: only training code asks for it

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from precsearch import Policy, UserInputError, load_policy
+from precsearch.app.run import space_for
 from precsearch.cli.commands import run_options
 from precsearch.cli.parser import build_parser
 from precsearch.policy.layers import iter_layers, model_layers
-from precsearch.study.run import space_for
 from precsearch.study.space import SearchSpace, SpaceOptions
 
 keras = pytest.importorskip("keras")

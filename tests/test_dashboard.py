@@ -17,7 +17,7 @@ import pytest
 
 from precsearch import load_study
 from precsearch.results.report import pareto_rows
-from precsearch.study.trials import is_feasible, is_repeat, named_constraints, set_constraints
+from precsearch.stored import is_feasible, is_repeat, named_constraints, set_constraints
 
 
 def free_port() -> int:

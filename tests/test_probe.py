@@ -10,6 +10,7 @@ import pytest
 from helpers import MODELS, run_cli
 
 from precsearch import Policy, UserInputError
+from precsearch.app.run import run_study
 from precsearch.loaders import load_model_file
 from precsearch.records import GRAPH_REWRITE, Budget
 from precsearch.results.explain import group_effects, probe_summary, why_lines
@@ -27,7 +28,6 @@ from precsearch.study.probe import (
     ruled_out,
     run_probes,
 )
-from precsearch.study.run import run_study
 from precsearch.study.space import SearchSpace, SpaceOptions
 
 pytest.importorskip("keras")

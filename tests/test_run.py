@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from helpers import MODELS, run_cli
 
+from precsearch.app import run as run_module
 from precsearch.errors import TrialFailed
 from precsearch.records import ModelInfo
-from precsearch.study import run as run_module
 from precsearch.study.options import SearchOptions
 
 

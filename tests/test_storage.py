@@ -103,7 +103,7 @@ def test_a_reader_never_sees_half_a_file(tmp_path):
 def test_a_shared_study_keeps_its_extra_exporters_for_finish(tmp_path):
     storage = open_storage(None, tmp_path)
     options = SearchOptions(exporters=["onnx", "tflite=int8"], objectives=["memory"])
-    # What `precsearch run` stores in a new study (study/run.py), and what `precsearch
+    # What `precsearch run` stores in a new study (app/run.py), and what `precsearch
     # finish` and `worker` read back from a fresh handle on the storage.
     open_study("s", storage).set_user_attr("options", {**options.shared(), "dtypes": ["float32"]})
     stored = stored_options(open_study("s", open_storage(None, tmp_path)), confirm_top=3)

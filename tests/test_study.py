@@ -4,9 +4,9 @@ import pandas as pd
 import pytest
 from helpers import MODELS, run_cli
 
+from precsearch.app.run import run_study
 from precsearch.results.report import SPEED_LEGEND
 from precsearch.study.options import SearchOptions
-from precsearch.study.run import run_study
 from precsearch.study.space import SearchSpace, SpaceOptions
 from precsearch.study.storage import open_storage, open_study
 

@@ -1,4 +1,4 @@
-"""Reading a study's trials: one rule each for which is which (precsearch/study/trials.py,
+"""Reading a study's trials: one rule each for which is which (precsearch/stored.py,
 and the notebook API's export that reads the study's own options)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import optuna
 from helpers import MODELS
 
-from precsearch.study import api
+from precsearch.app import api
+from precsearch.stored import best_feasible_low, fp32_trial, ran
 from precsearch.study.options import SearchOptions
-from precsearch.study.trials import best_feasible_low, fp32_trial, ran
 
 
 def stored(state: str, constraints: dict | None = None, **attrs):

@@ -111,8 +111,8 @@ def run_options(args: argparse.Namespace) -> Any:
 def cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from precsearch.app.run import run_study
     from precsearch.results.report import SPEED_LEGEND, outside_trials, pareto_table, time_summary
-    from precsearch.study.run import run_study
 
     if not Path(args.model_file).is_file():
         raise UserInputError(f"{args.model_file}: no such model file")
@@ -141,9 +141,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
+    from precsearch.app.run import make_executor, prepare_run, space_for
     from precsearch.study.options import SearchOptions
     from precsearch.study.probe import XLA, probe_lines, ruled_out, run_probes
-    from precsearch.study.run import make_executor, prepare_run, space_for
 
     if not Path(args.model_file).is_file():
         raise UserInputError(f"{args.model_file}: no such model file")
@@ -191,9 +191,9 @@ def _failed(run: Any) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from precsearch.app.run import run_study
     from precsearch.results.report import time_summary
     from precsearch.study.options import worker_options
-    from precsearch.study.run import run_study
 
     model_file, options = worker_options(
         args.study, args.storage, args.out, args.trials, args.timeout, args.model_file, args.gpu
@@ -208,9 +208,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_finish(args: argparse.Namespace) -> int:
+    from precsearch.app.run import run_study
     from precsearch.results.report import SPEED_LEGEND, pareto_table
     from precsearch.study.options import worker_options
-    from precsearch.study.run import run_study
 
     model_file, options = worker_options(
         args.study, args.storage, args.out, 0, None, args.model_file, args.gpu,
@@ -258,6 +258,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from precsearch.app.api import load_study
     from precsearch.results.explain import PROBE_LEGEND, WHY_LEGEND, probe_summary
     from precsearch.results.report import (
         SPEED_LEGEND,
@@ -266,7 +267,6 @@ def cmd_show(args: argparse.Namespace) -> int:
         serving_text,
         trials_text,
     )
-    from precsearch.study.api import load_study
 
     result = load_study(args.study, storage=args.storage, out=args.out)
     study = result.study
@@ -313,9 +313,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from precsearch.app.api import load_study
     from precsearch.results.html_report import write_report
     from precsearch.results.tensorboard_logs import TensorBoardLog
-    from precsearch.study.api import load_study
 
     result = load_study(args.study, storage=args.storage, out=args.out)
     folder = result.study_dir
@@ -328,7 +328,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from precsearch.study.api import load_study
+    from precsearch.app.api import load_study
     from precsearch.study.options import DEFAULT_EXPORTERS
 
     result = load_study(args.study, storage=args.storage, out=args.out)

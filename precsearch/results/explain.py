@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from precsearch.study.trials import finished, ran
+from precsearch.stored import finished, ran
 
 __all__ = [
     "PROBE_LEGEND",

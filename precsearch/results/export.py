@@ -13,7 +13,7 @@ from precsearch.hardware import describe
 from precsearch.policy import Policy
 from precsearch.records import ModelInfo
 from precsearch.results.explain import answer_params, group_effects, probe_summary, why_lines
-from precsearch.study.trials import confirmation_of, fp32_result, is_feasible, stored_policy
+from precsearch.stored import confirmation_of, fp32_result, is_feasible, stored_policy
 
 __all__ = [
     "best_policy_with_manifest",

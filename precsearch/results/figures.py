@@ -17,8 +17,8 @@ from typing import Any
 
 from precsearch.results.report import pareto_rows, summarize_policy
 from precsearch.stats import figures_text
+from precsearch.stored import confirmation_of, finished, is_feasible
 from precsearch.study.storage import stored_references
-from precsearch.study.trials import confirmation_of, finished, is_feasible
 
 __all__ = ["curves_figure", "optuna_figures", "pareto_figure", "pareto_svg"]
 

@@ -42,14 +42,14 @@ from precsearch.results.report import (
     ttq_text,
 )
 from precsearch.stats import figures_text
-from precsearch.study.selection import instrument_percent
-from precsearch.study.trials import (
+from precsearch.stored import (
     confirmation_of,
     finished,
     is_feasible,
     ran_results,
     stored_policy,
 )
+from precsearch.study.selection import instrument_percent
 
 __all__ = ["layer_groups", "render", "write_report"]
 

@@ -7,7 +7,7 @@ from typing import Any
 from precsearch.policy.layers import LayerRecord
 from precsearch.records import TrialResult
 from precsearch.stats import figures_text
-from precsearch.study.trials import confirmation_of, is_repeat
+from precsearch.stored import confirmation_of, is_repeat
 
 __all__ = [
     "assignments_summary",

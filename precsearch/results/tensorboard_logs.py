@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.files import folder_atomic
+from precsearch.stored import is_feasible
 from precsearch.study.storage import stored_references
-from precsearch.study.trials import is_feasible
 
 __all__ = ["METRICS", "TensorBoardLog", "run_name"]
 

@@ -47,6 +47,14 @@ from precsearch.stats import (
     half_width,
     ratio_figures,
 )
+from precsearch.stored import (
+    baseline_trial,
+    finished,
+    fp32_trial,
+    is_feasible,
+    is_repeat,
+    stored_policy,
+)
 from precsearch.study.selection import (
     ALPHA,
     bounds,
@@ -54,14 +62,6 @@ from precsearch.study.selection import (
     instrument_error,
     instrument_percent,
     measure_rounds,
-)
-from precsearch.study.trials import (
-    baseline_trial,
-    finished,
-    fp32_trial,
-    is_feasible,
-    is_repeat,
-    stored_policy,
 )
 
 __all__ = ["confirm", "report", "twin_of"]

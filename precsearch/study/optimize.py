@@ -25,11 +25,7 @@ from typing import Any
 
 from precsearch.errors import StorageError, TrialFailed, one_line
 from precsearch.records import Budget, TrialResult
-from precsearch.study.options import SearchOptions
-from precsearch.study.probe import predicted, rejection
-from precsearch.study.space import SearchSpace
-from precsearch.study.storage import redact, storage_failure
-from precsearch.study.trials import (
+from precsearch.stored import (
     best_feasible_low,
     fp32_result,
     is_feasible,
@@ -37,6 +33,10 @@ from precsearch.study.trials import (
     named_constraints,
     set_constraints,
 )
+from precsearch.study.options import SearchOptions
+from precsearch.study.probe import predicted, rejection
+from precsearch.study.space import SearchSpace
+from precsearch.study.storage import redact, storage_failure
 
 __all__ = ["Progress", "make_objective", "make_sampler", "search_trials"]
 

@@ -308,7 +308,7 @@ def accuracy(study: Any) -> dict[str, Any] | None:
     user's batch size and XLA setting, the probes' prediction and the measured
     speedup; the median error and how many were within ±15%. ``None`` without probes
     or such trials."""
-    from precsearch.study.trials import finished
+    from precsearch.stored import finished
 
     record = study.user_attrs.get("probes")
     info = study.user_attrs.get("model_info") or {}

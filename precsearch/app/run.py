@@ -45,6 +45,7 @@ from precsearch.records import (
 from precsearch.results.export import best_policy_with_manifest, write_trials_csv
 from precsearch.results.html_report import write_report
 from precsearch.results.tensorboard_logs import TensorBoardLog
+from precsearch.stored import ran_results
 from precsearch.study.confirm import confirm
 from precsearch.study.executors import Executor, InProcess, Worker
 from precsearch.study.optimize import make_objective, make_sampler, search_trials
@@ -58,7 +59,6 @@ from precsearch.study.storage import (
     open_storage,
     redact,
 )
-from precsearch.study.trials import ran_results
 
 __all__ = [
     "StudyRun",

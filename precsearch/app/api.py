@@ -8,16 +8,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from precsearch.app.run import export_winner, make_executor, run_study
 from precsearch.errors import UserInputError
 from precsearch.loaders import spec_from_callables
 from precsearch.policy import Policy
 from precsearch.records import Confirmation, TrialResult
 from precsearch.results.export import best_policy_with_manifest, trials_frame, write_trials_csv
 from precsearch.results.report import SPEED_LEGEND, pareto_rows, trials_text
+from precsearch.stored import confirmation_of, fp32_result
 from precsearch.study.options import DEFAULT_EXPORTERS, SearchOptions, stored_options
-from precsearch.study.run import export_winner, make_executor, run_study
 from precsearch.study.storage import find_study
-from precsearch.study.trials import confirmation_of, fp32_result
 
 __all__ = ["SearchResult", "load_study", "search"]
 
