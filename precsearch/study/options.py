@@ -4,6 +4,10 @@
 ``precsearch_config``, else the default (:meth:`SearchOptions.resolved`). The options
 that define a study, and that every worker of a shared study must run the same way,
 are stored in the study (:meth:`SearchOptions.shared`).
+
+Each field is the one definition of its option: its default, and its command-line
+:class:`Flag` (flag, help, converter, choices), from which :mod:`precsearch.cli.parser`
+builds the parser. A field without a flag says why (:func:`flagless`).
 """
 
 from __future__ import annotations
@@ -13,19 +17,27 @@ import os
 import re
 import socket
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from precsearch.errors import UserInputError
-from precsearch.records import Budget, parse_dtypes
+from precsearch.records import CASTS, GROUP_BY, Budget, parse_dtypes
 from precsearch.study.storage import find_study
 
 __all__ = [
     "DEFAULT_EXPORTERS",
     "SAMPLERS",
+    "Flag",
     "SearchOptions",
     "check_study_name",
+    "count",
+    "flagless",
+    "option_flags",
+    "positive_float",
+    "positive_int",
+    "seconds",
     "stored_options",
     "worker_options",
     "worker_seed",
@@ -34,6 +46,8 @@ __all__ = [
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
 DEFAULT_EXPORTERS = ("policy_json", "saved_model", "trials_csv")
 STUDY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+_FLAG = "precsearch.flag"
+_NO_FLAG = "precsearch.no_flag"
 
 
 def check_study_name(name: str) -> str:
@@ -51,44 +65,195 @@ def check_study_name(name: str) -> str:
     return name
 
 
+def _integer(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an integer") from None
+    if value < least:
+        raise ValueError(f"{value} is not a positive integer" if least else f"{value} is negative")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A flag's text as an integer of 1 or more; else ``ValueError`` saying why."""
+    return _integer(text, least=1)
+
+
+def count(text: str) -> int:
+    """A flag's text as an integer of 0 or more; else ``ValueError`` saying why."""
+    return _integer(text, least=0)
+
+
+def positive_float(text: str) -> float:
+    """A flag's text as a number above 0 (not ``nan``); else ``ValueError`` saying why."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise ValueError(f"{value} is not a positive number")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A flag's text as 0 (off) or more seconds; else ``ValueError`` saying why."""
+    return 0.0 if text.strip() in ("0", "0.0") else positive_float(text)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one :class:`SearchOptions` field is given on the command line.
+
+    :mod:`precsearch.cli.parser` makes the flags from these: the value goes to the field
+    of the same name, whose default is the flag's (a default of ``False``: a switch).
+
+    Attributes:
+        name: The flag (``--confirm``).
+        help: What ``--help`` says of it; ``None``: the flag alone.
+        convert: Reads the text typed; raises ``ValueError`` saying what was expected.
+        choices: The values it takes, where they are few.
+        metavar: The value's name in ``--help`` (default: the field's name in capitals).
+        repeat: Each use adds one item to a list.
+    """
+
+    name: str
+    help: str | None = None
+    convert: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    repeat: bool = False
+
+
+def _option(
+    default: Any, flag: str, convert: Callable[[str], Any] | None = None, **how: Any
+) -> Any:
+    """A :class:`SearchOptions` field with its :class:`Flag` (``how``: its help, choices,
+    metavar, repeat); a list default is copied for each instance."""
+    metadata = {_FLAG: Flag(flag, convert=convert, **how)}
+    if isinstance(default, list):
+        return field(default_factory=default.copy, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass
 class SearchOptions:
     """Everything ``precsearch run`` takes (``None`` means: the model file's
-    ``precsearch_config``, else the default)."""
+    ``precsearch_config``, else the default).
 
-    trials: int | None = None
-    timeout: float | None = None
-    trial_timeout: float = 1800.0
-    study_name: str | None = None
-    storage: str | None = None
-    out: str = "studies"
-    group_by: str | None = None
-    casts: str = "follow"
-    sensitive: bool = False  # with casts="follow": softmax layers get a dtype choice too
-    dtypes: str | list[str] | None = None
-    steps: int | None = None
-    tolerance: float | None = None
-    sampler: str = "tpe"
-    in_process: bool = False
-    seed: int = 0
-    lr_rule: str = "auto"
-    batch_size: int | None = None
-    confirm_top: int = 3
-    confirm_time: float = 60.0
-    # Most seconds of the probes' timed rounds; 0: no probes; None: $PRECSEARCH_PROBE_TIME
-    # or 30.
-    probe_time: float | None = None
-    watchdog: float | None = None
-    keep_slow: bool = False
-    dimensions: list[str] | None = None
-    objectives: list[str] = field(default_factory=list)
-    exporters: list[str] = field(default_factory=list)
-    loader: str = "model_file"
-    env: dict[str, str] = field(default_factory=dict)
-    heartbeat: int = 60
-    gpu: int | None = None
-    strategy: str = "none"
-    debug: bool = False  # the worker's output, TensorFlow's logs included, on stderr
+    In the order of ``precsearch run --help``; each field is its option's one definition.
+    """
+
+    trials: int | None = _option(
+        None, "--trials", count,
+        help="trials to run now (default 16; 0: only confirm and export, say after workers "
+        "on other machines)",
+    )  # fmt: skip
+    timeout: float | None = _option(
+        None, "--timeout", positive_float, help="stop starting trials after SEC"
+    )
+    trial_timeout: float = _option(
+        1800.0, "--trial-timeout", positive_float, help="kill a trial after SEC"
+    )
+    study_name: str | None = _option(
+        None, "--study-name", help="default: the model file's folder or name"
+    )
+    storage: str | None = _option(
+        None, "--storage", help="an Optuna storage URL (default: a journal file)"
+    )
+    out: str = _option("studies", "--out", help="folder of study folders")
+    group_by: str | None = _option(None, "--group-by", choices=GROUP_BY)
+    casts: str = _option(
+        "follow", "--casts", choices=CASTS,
+        help="follow (default): only layers that compute get a dtype choice, shape and "
+        "element-wise layers take their input's; independent: every layer gets one",
+    )  # fmt: skip
+    sensitive: bool = _option(
+        False, "--sensitive",
+        help="with --casts follow, offer softmax layers a low dtype too (float32 by default)",
+    )  # fmt: skip
+    dtypes: str | list[str] | None = _option(
+        None, "--dtypes", help="e.g. float32,bfloat16 (default: what runs fast here)"
+    )
+    steps: int | None = _option(None, "--steps", positive_int, help="training steps per trial")
+    tolerance: float | None = _option(
+        None, "--tolerance", positive_float, help="largest fidelity gap (bands)"
+    )
+    sampler: str = _option("tpe", "--sampler", choices=SAMPLERS)
+    lr_rule: str = _option(
+        "auto", "--lr-rule", choices=("auto", "linear", "sqrt", "none"),
+        help="how the learning rate follows the batch size (default auto: square root for "
+        "Adam-family optimizers, linear for SGD)",
+    )  # fmt: skip
+    batch_size: int | None = _option(
+        None, "--batch-size", positive_int, help="the model's own batch size"
+    )
+    in_process: bool = _option(False, "--in-process", help="run trials here (no crash isolation)")
+    seed: int = _option(0, "--seed", int, help="sampler seed")
+    heartbeat: int = _option(
+        60, "--heartbeat", positive_int, metavar="SEC",
+        help="on a shared storage: a trial beats every SEC s; one silent 5 beats is failed "
+        "and retried once (default 60)",
+    )  # fmt: skip
+    gpu: int | None = _option(None, "--gpu", count, metavar="I", help="run trials on GPU I only")
+    strategy: str = _option(
+        "none", "--strategy", choices=("none", "mirrored"),
+        help="mirrored: train each trial data-parallel over the visible GPUs",
+    )  # fmt: skip
+    confirm_top: int = _option(
+        3, "--confirm", count, metavar="N", help="re-measure the top N (0: skip)"
+    )
+    confirm_time: float = _option(
+        60.0, "--confirm-time", positive_float, metavar="S",
+        help="most seconds of timed rounds for the selection, and again for the fresh "
+        "rounds (default 60; at least 5 rounds each)",
+    )  # fmt: skip
+    probe_time: float | None = _option(
+        None, "--probe-time", seconds, metavar="S",
+        help="most seconds of timed rounds for the probes before the search: each layer "
+        "group alone in low precision against FP32 (default 30, or $PRECSEARCH_PROBE_TIME; "
+        "0: no probes)",
+    )  # fmt: skip
+    watchdog: float | None = _option(
+        None, "--watchdog", positive_float, metavar="X",
+        help="stop a trial whose first step is X times slower than FP32's (default 5)",
+    )  # fmt: skip
+    keep_slow: bool = _option(
+        False, "--keep-slow",
+        help="train trials that are confidently slower than FP32 (or than the best "
+        "feasible trial) to the end of their budget (to see how they train) instead of "
+        "stopping them as too slow",
+    )  # fmt: skip
+    dimensions: list[str] | None = _option(
+        None, "--dimension", metavar="NAME[=ARG]", repeat=True,
+        help="search dimensions (repeatable; replaces the default layer_dtypes, loss_scale, "
+        "batch_size, jit_compile)",
+    )  # fmt: skip
+    objectives: list[str] = _option(
+        [], "--objective", metavar="NAME[=ARG]", repeat=True,
+        help="an extra objective or constraint beside speedup and fidelity (repeatable)",
+    )  # fmt: skip
+    exporters: list[str] = _option(
+        [], "--export", metavar="NAME[=ARG]", repeat=True,
+        help="an extra exporter beside policy_json, saved_model, trials_csv (repeatable)",
+    )  # fmt: skip
+    loader: str = _option(
+        "model_file", "--loader", metavar="NAME[=ARG]",
+        help="how MODEL_FILE is read (default model_file; see precsearch plugins)",
+    )  # fmt: skip
+    # This process's, never stored in the study: the worker's output on stderr.
+    debug: bool = _option(
+        False, "--debug",
+        help="show the trial worker's output, TensorFlow's logs included, and an error's "
+        "traceback",
+    )  # fmt: skip
+    env: dict[str, str] = field(
+        default_factory=dict,
+        metadata={
+            _NO_FLAG: "extra environment variables for the worker process: a notebook's "
+            "(search(env=...)); a shell sets its own environment, which the worker inherits"
+        },
+    )
 
     def resolved(self, config: dict[str, Any]) -> SearchOptions:
         """These options with gaps filled from a model file's ``precsearch_config``."""
@@ -154,6 +319,22 @@ class SearchOptions:
         if self.keep_slow:
             changes["stop_slow"] = False
         return Budget(**changes)
+
+
+def option_flags() -> dict[str, Flag]:
+    """The :class:`Flag` of each :class:`SearchOptions` field that has one, by field
+    name, in the order of ``precsearch run --help``."""
+    return {f.name: f.metadata[_FLAG] for f in fields(SearchOptions) if _FLAG in f.metadata}
+
+
+def flagless() -> dict[str, str]:
+    """Why each :class:`SearchOptions` field without a flag has none (``""``: no reason
+    given), by field name."""
+    return {
+        f.name: f.metadata.get(_NO_FLAG, "")
+        for f in fields(SearchOptions)
+        if _FLAG not in f.metadata
+    }
 
 
 def worker_seed() -> int:
