@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from precsearch.errors import UserInputError
+from precsearch.study.options import SearchOptions, option_flags
 
 __all__ = [
     "cmd_doctor",
@@ -70,42 +71,14 @@ def cmd_policy(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_options(args: argparse.Namespace) -> Any:
-    """The :class:`~precsearch.study.options.SearchOptions` of ``precsearch run``'s flags."""
-    from precsearch.study.options import SearchOptions
+def run_options(args: argparse.Namespace) -> SearchOptions:
+    """The :class:`~precsearch.study.options.SearchOptions` of a command's flags: all of
+    ``precsearch run``'s, or the ones another command shares (the rest stay defaults).
 
-    return SearchOptions(
-        trials=args.trials,
-        timeout=args.timeout,
-        trial_timeout=args.trial_timeout,
-        study_name=args.study_name,
-        storage=args.storage,
-        out=args.out,
-        group_by=args.group_by,
-        casts=args.casts,
-        sensitive=args.sensitive,
-        probe_time=args.probe_time,
-        dtypes=args.dtypes,
-        steps=args.steps,
-        tolerance=args.tolerance,
-        sampler=args.sampler,
-        in_process=args.in_process,
-        seed=args.seed,
-        lr_rule=args.lr_rule,
-        batch_size=args.batch_size,
-        confirm_top=args.confirm,
-        confirm_time=args.confirm_time,
-        watchdog=args.watchdog,
-        keep_slow=args.keep_slow,
-        dimensions=args.dimension,
-        objectives=args.objective,
-        exporters=args.export,
-        loader=args.loader,
-        heartbeat=args.heartbeat,
-        gpu=args.gpu,
-        strategy=args.strategy,
-        debug=args.debug,
-    )
+    Each such flag stores its value under its field's name (:mod:`precsearch.cli.parser`).
+    """
+    given = {name: getattr(args, name) for name in option_flags() if hasattr(args, name)}
+    return SearchOptions(**given)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -142,17 +115,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from precsearch.app.run import make_executor, prepare_run, space_for
-    from precsearch.study.options import SearchOptions
     from precsearch.study.probe import XLA, probe_lines, ruled_out, run_probes
 
     if not Path(args.model_file).is_file():
         raise UserInputError(f"{args.model_file}: no such model file")
-    options = SearchOptions(
-        group_by=args.group_by, casts=args.casts, sensitive=args.sensitive, dtypes=args.dtypes,
-        batch_size=args.batch_size, probe_time=args.probe_time, in_process=args.in_process,
-        loader=args.loader, debug=args.debug,
-    )  # fmt: skip
-    run = prepare_run(args.model_file, options)
+    run = prepare_run(args.model_file, run_options(args))
     with tempfile.TemporaryDirectory() as work:
         executor = make_executor(run.options, work, run.model_path, run.spec)
         try:
@@ -214,7 +181,7 @@ def cmd_finish(args: argparse.Namespace) -> int:
 
     model_file, options = worker_options(
         args.study, args.storage, args.out, 0, None, args.model_file, args.gpu,
-        confirm_top=args.confirm, confirm_time=args.confirm_time,
+        confirm_top=args.confirm_top, confirm_time=args.confirm_time,
     )  # fmt: skip
     options.debug = args.debug  # this process's, not the study's
     run = run_study(model_file, options)
@@ -333,7 +300,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     result = load_study(args.study, storage=args.storage, out=args.out)
 
-    paths = result.export(args.to, [*DEFAULT_EXPORTERS, *args.export])
+    paths = result.export(args.to, [*DEFAULT_EXPORTERS, *args.exporters])
     if "best_policy.json" not in paths:
         print("note: the study has no confirmed best policy yet; only trials.csv was written")
     _print_paths(paths)

@@ -7,13 +7,17 @@ commands that build or train a model, so ``precsearch --help`` answers at once.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
 
 import precsearch.cli.commands as commands
 from precsearch._version import __version__
 from precsearch.cli.commands import run_options
 from precsearch.errors import PrecsearchError, UserInputError, one_line
+from precsearch.study.options import SearchOptions, option_flags, positive_float, positive_int
 
 __all__ = ["build_parser", "main", "run_options"]
 
@@ -23,69 +27,74 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"precsearch: error: {message} (see precsearch --help)\n")
 
 
-def _positive_int(text: str, least: int = 1) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < least:
-        raise argparse.ArgumentTypeError(
-            f"{value} is not a positive integer" if least else f"{value} is negative"
-        )
-    return value
+_FIELD: Any = object()  # the flag's default is its field's
 
 
-def _count(text: str) -> int:
-    return _positive_int(text, least=0)
+def _argument_type(convert: Callable[[str], Any] | None) -> Callable[[str], Any] | None:
+    """``convert`` for argparse: its ``ValueError`` becomes the flag's one-line error.
+
+    A plain type (``int``) stays itself: argparse names it ("invalid int value").
+    """
+    if convert is None or isinstance(convert, type):
+        return convert
+
+    @functools.wraps(convert)
+    def parse(text: str) -> Any:
+        try:
+            return convert(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
-    return value
+def _add_option(
+    cmd: argparse.ArgumentParser,
+    name: str,
+    default: Any = _FIELD,
+    required: bool = False,
+    **changes: Any,
+) -> None:
+    """The flag of the :class:`SearchOptions` field ``name``, made from its one definition.
 
-
-def _seconds(text: str) -> float:
-    """0 or more seconds."""
-    value = 0.0 if text.strip() in ("0", "0.0") else None
-    return value if value is not None else _positive_float(text)
-
-
-def _shared_study(cmd: argparse.ArgumentParser, out_help: str) -> None:
-    """The arguments that name a study on a shared storage and this machine's files."""
-    cmd.add_argument("study", metavar="STUDY", help="the study's name")
-    cmd.add_argument("--storage", required=True, help="the shared Optuna storage URL")
-    cmd.add_argument("--model-file", help="the model file here (default: the study's path)")
-    cmd.add_argument("--out", default="studies", help=out_help)
-
-
-DEBUG_HELP = "show the trial worker's output, TensorFlow's logs included, and an error's traceback"
+    Its value goes to ``args.<name>``. ``default`` and ``changes`` (a :class:`Flag`'s
+    ``help``, ``convert``, ...) are where this command's flag differs from ``run``'s.
+    """
+    flag = replace(option_flags()[name], **changes)
+    own_default = getattr(SearchOptions(), name)
+    kwargs: dict[str, Any] = {
+        "dest": name,
+        "default": own_default if default is _FIELD else default,
+        "help": flag.help,
+        "metavar": flag.metavar,
+    }
+    if required:
+        kwargs["required"] = True
+    if own_default is False:
+        kwargs.update(action="store_true")
+        del kwargs["metavar"]
+    elif flag.repeat:
+        kwargs.update(action="append")
+    else:
+        kwargs.update(type=_argument_type(flag.convert), choices=flag.choices)
+    cmd.add_argument(flag.name, **kwargs)
 
 
 def _debug(cmd: argparse.ArgumentParser) -> None:
     """``--debug`` after a command that starts workers, as well as before it."""
     # SUPPRESS: a command that is not given it keeps the value from before the command.
-    cmd.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    _add_option(cmd, "debug", default=argparse.SUPPRESS)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for every sub-command."""
-    parser = _Parser(
-        prog="precsearch",
-        description="Search for the fastest mixed-precision policy that still trains like FP32.",
-    )
-    parser.add_argument("--version", action="version", version=f"precsearch {__version__}")
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        help="show the traceback of an error, and for run, worker and finish the trial "
-        "worker's output, TensorFlow's logs included",
-    )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+def _shared_study(cmd: argparse.ArgumentParser, out_help: str | None = None) -> None:
+    """The arguments that name a study on a shared storage and this machine's files."""
+    cmd.add_argument("study", metavar="STUDY", help="the study's name")
+    _add_option(cmd, "storage", required=True, help="the shared Optuna storage URL")
+    cmd.add_argument("--model-file", help="the model file here (default: the study's path)")
+    _add_option(cmd, "out", **({"help": out_help} if out_help else {}))
+
+
+def _add_run(subparsers: Any) -> None:
     cmd = subparsers.add_parser(
         "run",
         help="search for the fastest policy that trains like FP32",
@@ -93,126 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
         "and train_data() (see the README).",
     )
     cmd.add_argument("model_file", metavar="MODEL_FILE")
-    cmd.add_argument(
-        "--trials",
-        type=_count,
-        help="trials to run now (default 16; 0: only confirm and export, say after workers "
-        "on other machines)",
-    )
-    cmd.add_argument("--timeout", type=_positive_float, help="stop starting trials after SEC")
-    cmd.add_argument(
-        "--trial-timeout", type=_positive_float, default=1800.0, help="kill a trial after SEC"
-    )
-    cmd.add_argument("--study-name", help="default: the model file's folder or name")
-    cmd.add_argument("--storage", help="an Optuna storage URL (default: a journal file)")
-    cmd.add_argument("--out", default="studies", help="folder of study folders")
-    cmd.add_argument("--group-by", choices=["global", "type", "block", "layer"])
-    cmd.add_argument(
-        "--casts",
-        choices=["follow", "independent"],
-        default="follow",
-        help="follow (default): only layers that compute get a dtype choice, shape and "
-        "element-wise layers take their input's; independent: every layer gets one",
-    )
-    cmd.add_argument(
-        "--sensitive",
-        action="store_true",
-        help="with --casts follow, offer softmax layers a low dtype too (float32 by default)",
-    )
-    cmd.add_argument("--dtypes", help="e.g. float32,bfloat16 (default: what runs fast here)")
-    cmd.add_argument("--steps", type=_positive_int, help="training steps per trial")
-    cmd.add_argument("--tolerance", type=_positive_float, help="largest fidelity gap (bands)")
-    cmd.add_argument("--sampler", choices=["tpe", "nsga2", "random", "grid"], default="tpe")
-    cmd.add_argument(
-        "--lr-rule",
-        choices=["auto", "linear", "sqrt", "none"],
-        default="auto",
-        help="how the learning rate follows the batch size (default auto: square root for "
-        "Adam-family optimizers, linear for SGD)",
-    )
-    cmd.add_argument("--batch-size", type=_positive_int, help="the model's own batch size")
-    cmd.add_argument(
-        "--in-process", action="store_true", help="run trials here (no crash isolation)"
-    )
-    cmd.add_argument("--seed", type=int, default=0, help="sampler seed")
-    cmd.add_argument(
-        "--heartbeat",
-        type=_positive_int,
-        default=60,
-        metavar="SEC",
-        help="on a shared storage: a trial beats every SEC s; one silent 5 beats is failed "
-        "and retried once (default 60)",
-    )
-    cmd.add_argument("--gpu", type=_count, metavar="I", help="run trials on GPU I only")
-    cmd.add_argument(
-        "--strategy",
-        choices=["none", "mirrored"],
-        default="none",
-        help="mirrored: train each trial data-parallel over the visible GPUs",
-    )
-
-    cmd.add_argument(
-        "--confirm", type=_count, default=3, metavar="N", help="re-measure the top N (0: skip)"
-    )
-    cmd.add_argument(
-        "--confirm-time",
-        type=_positive_float,
-        default=60.0,
-        metavar="S",
-        help="most seconds of timed rounds for the selection, and again for the fresh "
-        "rounds (default 60; at least 5 rounds each)",
-    )
-    cmd.add_argument(
-        "--probe-time",
-        type=_seconds,
-        metavar="S",
-        help="most seconds of timed rounds for the probes before the search: each layer "
-        "group alone in low precision against FP32 (default 30, or $PRECSEARCH_PROBE_TIME; "
-        "0: no probes)",
-    )
-    cmd.add_argument(
-        "--watchdog",
-        type=_positive_float,
-        metavar="X",
-        help="stop a trial whose first step is X times slower than FP32's (default 5)",
-    )
-    cmd.add_argument(
-        "--keep-slow",
-        action="store_true",
-        help="train trials that are confidently slower than FP32 (or than the best "
-        "feasible trial) to the end of their budget (to see how they train) instead of "
-        "stopping them as too slow",
-    )
-    cmd.add_argument(
-        "--dimension",
-        action="append",
-        metavar="NAME[=ARG]",
-        help="search dimensions (repeatable; replaces the default layer_dtypes, loss_scale, "
-        "batch_size, jit_compile)",
-    )
-    cmd.add_argument(
-        "--objective",
-        action="append",
-        default=[],
-        metavar="NAME[=ARG]",
-        help="an extra objective or constraint beside speedup and fidelity (repeatable)",
-    )
-    cmd.add_argument(
-        "--export",
-        action="append",
-        default=[],
-        metavar="NAME[=ARG]",
-        help="an extra exporter beside policy_json, saved_model, trials_csv (repeatable)",
-    )
-    cmd.add_argument(
-        "--loader",
-        default="model_file",
-        metavar="NAME[=ARG]",
-        help="how MODEL_FILE is read (default model_file; see precsearch plugins)",
-    )
-    _debug(cmd)
+    for name in option_flags():
+        if name == "debug":
+            _debug(cmd)
+        else:
+            _add_option(cmd, name)
     cmd.set_defaults(func=commands.cmd_run)
 
+
+def _add_study_readers(subparsers: Any) -> None:
+    """``show``, ``export`` and ``report``: a study's folder, or its name and storage."""
     for name, text in (
         ("show", "print a study's Pareto front, confirmed figures and best policy"),
         ("export", "write a study's best policy, SavedModel and trials.csv into a folder"),
@@ -220,19 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         cmd = subparsers.add_parser(name, help=text)
         cmd.add_argument("study", metavar="STUDY", help="a study folder, or a study name")
-        cmd.add_argument("--storage", help="the Optuna storage URL of a named study")
-        cmd.add_argument("--out", default="studies", help="folder of study folders")
+        _add_option(cmd, "storage", help="the Optuna storage URL of a named study")
+        _add_option(cmd, "out")
         if name == "export":
             cmd.add_argument("--to", required=True, metavar="DIR", help="where to write")
-            cmd.add_argument(
-                "--export",
-                action="append",
-                default=[],
-                metavar="NAME[=ARG]",
-                help="an extra exporter plugin (repeatable)",
-            )
+            _add_option(cmd, "exporters", help="an extra exporter plugin (repeatable)")
         cmd.set_defaults(func=getattr(commands, f"cmd_{name}"))
 
+
+def _add_worker(subparsers: Any) -> None:
     cmd = subparsers.add_parser(
         "worker",
         help="run trials of an existing study on a shared storage (one per machine)",
@@ -240,43 +135,50 @@ def build_parser() -> argparse.ArgumentParser:
         "(PostgreSQL): run trials with the study's own options, no confirmation.",
     )
     _shared_study(cmd, "folder for this worker's work files")
-    cmd.add_argument("--trials", type=_positive_int, help="trials to run (default 16)")
-    cmd.add_argument("--timeout", type=_positive_float, help="stop starting trials after SEC")
-    cmd.add_argument("--gpu", type=_count, metavar="I", help="run trials on GPU I only")
+    _add_option(cmd, "trials", convert=positive_int, help="trials to run (default 16)")
+    _add_option(cmd, "timeout")
+    _add_option(cmd, "gpu")
     _debug(cmd)
     cmd.set_defaults(func=commands.cmd_worker)
 
+
+def _add_probe(subparsers: Any) -> None:
     cmd = subparsers.add_parser(
         "probe",
         help="measure each layer group alone in low precision against FP32 (what run "
         "does before its search), and print it",
     )
     cmd.add_argument("model_file", metavar="MODEL_FILE")
-    cmd.add_argument("--group-by", choices=["global", "type", "block", "layer"])
-    cmd.add_argument("--casts", choices=["follow", "independent"], default="follow")
-    cmd.add_argument("--sensitive", action="store_true", help="softmax layers probed too")
-    cmd.add_argument("--dtypes", help="e.g. float32,bfloat16 (default: what runs fast here)")
-    cmd.add_argument("--batch-size", type=_positive_int, help="the model's own batch size")
-    cmd.add_argument(
-        "--probe-time", type=_positive_float, default=30.0, metavar="S",
+    _add_option(cmd, "group_by")
+    _add_option(cmd, "casts", help=None)
+    _add_option(cmd, "sensitive", help="softmax layers probed too")
+    _add_option(cmd, "dtypes")
+    _add_option(cmd, "batch_size")
+    # Probes are what this command is for: 30 s here, not $PRECSEARCH_PROBE_TIME, nor 0.
+    _add_option(
+        cmd, "probe_time", default=30.0, convert=positive_float,
         help="most seconds of timed rounds (default 30)",
     )  # fmt: skip
-    cmd.add_argument("--in-process", action="store_true", help="run here (no crash isolation)")
+    _add_option(cmd, "in_process", help="run here (no crash isolation)")
     cmd.add_argument("--json", action="store_true", help="the probes as JSON")
-    cmd.add_argument("--loader", default="model_file", metavar="NAME[=ARG]")
+    _add_option(cmd, "loader", help=None)
     _debug(cmd)
     cmd.set_defaults(func=commands.cmd_probe)
 
+
+def _add_doctor(subparsers: Any) -> None:
     cmd = subparsers.add_parser(
         "doctor",
         help="check a model and this machine for mixed-precision pitfalls before searching",
     )
     cmd.add_argument("model_file", metavar="MODEL_FILE")
     cmd.add_argument("--json", action="store_true", help="the report as JSON")
-    cmd.add_argument("--batch-size", type=_positive_int, help="the model's own batch size")
-    cmd.add_argument("--loader", default="model_file", metavar="NAME[=ARG]")
+    _add_option(cmd, "batch_size")
+    _add_option(cmd, "loader", help=None)
     cmd.set_defaults(func=commands.cmd_doctor)
 
+
+def _add_train(subparsers: Any) -> None:
     cmd = subparsers.add_parser(
         "train",
         help="train a model for real under a policy file, guarded, and export it",
@@ -285,38 +187,64 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmd.add_argument("model_file", metavar="MODEL_FILE")
     cmd.add_argument("--policy", required=True, help="a policy file (best_policy.json)")
+    # Not a search's options: how long the real training runs, and where its files go.
+    positive = _argument_type(positive_int)
     length = cmd.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=_positive_int, help="passes over the data (default 1)")
-    length.add_argument("--steps", type=_positive_int, help="training steps in all")
+    length.add_argument("--epochs", type=positive, help="passes over the data (default 1)")
+    length.add_argument("--steps", type=positive, help="training steps in all")
     cmd.add_argument(
         "--fp32-baseline", action="store_true", help="also train your FP32 setup, and compare"
     )
     cmd.add_argument("--out", default="train", help="folder for checkpoints, logs, SavedModel")
-    cmd.add_argument("--loader", default="model_file", metavar="NAME[=ARG]")
+    _add_option(cmd, "loader", help=None)
     cmd.set_defaults(func=commands.cmd_train)
 
+
+def _add_finish(subparsers: Any) -> None:
     cmd = subparsers.add_parser(
         "finish",
         help="confirm and export the answer of a shared study once its workers are done",
         description="No new trials: re-measure the best candidates of STUDY, choose the "
         "answer and export it (the same as `precsearch run ... --trials 0`).",
     )
-    _shared_study(cmd, "folder of study folders")
-    cmd.add_argument("--confirm", type=_positive_int, default=3, metavar="N")
-    cmd.add_argument(
-        "--confirm-time", type=_positive_float, default=60.0, metavar="S",
-        help="most seconds of timed rounds per phase (default 60)",
-    )  # fmt: skip
-    cmd.add_argument("--gpu", type=_count, metavar="I", help="measure on GPU I only")
+    _shared_study(cmd)
+    _add_option(cmd, "confirm_top", convert=positive_int, help=None)  # it confirms: 1 or more
+    _add_option(cmd, "confirm_time", help="most seconds of timed rounds per phase (default 60)")
+    _add_option(cmd, "gpu", help="measure on GPU I only")
     _debug(cmd)
     cmd.set_defaults(func=commands.cmd_finish)
 
+
+def _add_plugins_and_policy(subparsers: Any) -> None:
     cmd = subparsers.add_parser("plugins", help="list installed plugins by kind")
     cmd.set_defaults(func=commands.cmd_plugins)
-
     cmd = subparsers.add_parser("policy", help="check a policy file and print what it says")
     cmd.add_argument("file", help="a policy JSON file (precsearch.policy/1)")
     cmd.set_defaults(func=commands.cmd_policy)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every sub-command.
+
+    The flags that are options of a search (all of ``run``'s, the ones other commands
+    share) are made from their one definition, the fields of :class:`SearchOptions`.
+    """
+    parser = _Parser(
+        prog="precsearch",
+        description="Search for the fastest mixed-precision policy that still trains like FP32.",
+    )
+    parser.add_argument("--version", action="version", version=f"precsearch {__version__}")
+    _add_option(
+        parser, "debug",
+        help="show the traceback of an error, and for run, worker and finish the trial "
+        "worker's output, TensorFlow's logs included",
+    )  # fmt: skip
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for add in (
+        _add_run, _add_study_readers, _add_worker, _add_probe, _add_doctor, _add_train,
+        _add_finish, _add_plugins_and_policy,
+    ):  # fmt: skip
+        add(subparsers)
     return parser
 
 
