@@ -20,6 +20,7 @@ __all__ = [
     "HALF_WIDTH",
     "confidently_slower",
     "half_width",
+    "instrument_percent",
     "log_figures",
     "figures_text",
     "log_ratios",
@@ -150,3 +151,9 @@ def figures_text(figures: dict[str, Any] | None) -> str:
     if "estimate" in figures:
         return f"{figures['estimate']:.2f}x ({figures['low']:.2f}-{figures['high']:.2f})"
     return f"{figures['median']:.2f}x ({figures['min']:.2f}-{figures['max']:.2f})"
+
+
+def instrument_percent(null: dict[str, Any]) -> float:
+    """The A/A figures as one error in percent: the farthest its 95% interval reaches
+    from 1, either way."""
+    return max(abs(null["low"] - 1), abs(null["high"] - 1)) * 100

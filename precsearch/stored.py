@@ -1,34 +1,248 @@
-"""Reading a study's trials: which is which, and what each ran and decided.
+"""What a study stores, and the one place that reads and writes it.
 
-One rule each, for every reader (the objective, the confirmation, the results): the FP32
-baseline trial, the global recipe's trial, the trials that measured a policy of their
-own, a trial's policy, and whether it met its constraints. Only the storage's data is
-read; nothing here imports Optuna, TensorFlow or pandas.
+Every Optuna user attribute precsearch keeps (a trial's result, status, reason, which
+baseline it is, whether it repeats or was answered by the probes; a study's model, space,
+budget, probes, references, confirmation) is spelt here and nowhere else, and a stored
+record comes back as its dataclass (a trial's :class:`~precsearch.records.TrialResult`
+is parsed once). On top of those, one rule each for every reader (the objective, the
+confirmation, the results): the FP32 baseline trial, the global recipe's trial, the
+trials that trained a policy of their own, a trial's policy, and whether it met its
+constraints. This module sits below both the Optuna side (:mod:`precsearch.study`) and
+:mod:`precsearch.results`; it imports neither, nor Optuna, TensorFlow or pandas.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
 from precsearch.policy import Policy
-from precsearch.records import Confirmation, TrialResult
+from precsearch.records import Confirmation, ModelInfo, TrialResult
 
 __all__ = [
+    "answered_by_probes",
+    "baseline_of",
     "baseline_trial",
     "best_feasible_low",
     "confirmation_of",
-    "finished",
+    "enqueue_baseline",
+    "enqueue_predicted_best",
+    "enqueue_twin",
     "fp32_result",
     "fp32_trial",
+    "has_result",
     "is_feasible",
     "is_repeat",
+    "mark_answered_by_probes",
+    "mark_repeat",
+    "measured_trials",
+    "model_layers",
     "named_constraints",
-    "ran",
-    "ran_results",
+    "reason_of",
+    "repeat_of",
+    "record_confirmation",
+    "record_result",
+    "record_worker",
+    "result_of",
+    "results_that_ran",
     "set_constraints",
+    "status_of",
     "stored_policy",
+    "study_record",
+    "store_reference",
+    "stored_references",
+    "set_study_record",
+    "trained_own_policy",
+    "worker_of",
 ]
+
+# A trial's user attributes.
+_RESULT = "result"
+_STATUS = "status"
+_REASON = "reason"
+_BASELINE = "baseline"
+_REPEAT_OF = "duplicate_of"
+_PROBE_REJECTED = "probe_rejected"
+_TWIN_OF = "twin_of"
+_ENQUEUED_BY_PROBES = "probe"
+_HOST, _PID, _SAMPLER_SEED = "host", "pid", "sampler_seed"
+
+# A study's user attributes: what `run` records when it creates a study (set together),
+# what the probes and the confirmation record, and the FP32 reference runs by file name.
+STUDY_RECORDS = (
+    "space",
+    "model_file",
+    "loader",
+    "budget",
+    "tolerance",
+    "model_info",
+    "options",
+    "hardware",
+    "lr_rule",
+    "probes",
+)
+_CONFIRMATION = "confirmation"
+_REFERENCE_PREFIX = "reference:"
+
+# Parsed results by the identity of their stored dict (Optuna hands out the same
+# FrozenTrial objects until a trial changes), so each is parsed once, not per reader.
+_PARSED: OrderedDict[int, tuple[dict[str, Any], TrialResult]] = OrderedDict()
+_PARSED_MAX = 4096
+
+
+def has_result(trial: Any) -> bool:
+    """Whether a trial holds a result (it trained, or repeats one that did)."""
+    return _RESULT in trial.user_attrs
+
+
+def result_of(trial: Any) -> TrialResult | None:
+    """A trial's stored :class:`~precsearch.records.TrialResult` (``None`` before it
+    has one)."""
+    raw = trial.user_attrs.get(_RESULT)
+    if not raw:  # none yet, or a repeat of a trial that had none
+        return None
+    cached = _PARSED.get(id(raw))
+    if cached is not None and cached[0] is raw:
+        _PARSED.move_to_end(id(raw))
+        return cached[1]
+    parsed = TrialResult.from_dict(raw)
+    _PARSED[id(raw)] = (raw, parsed)
+    if len(_PARSED) > _PARSED_MAX:
+        _PARSED.popitem(last=False)
+    return parsed
+
+
+def record_result(trial: Any, result: TrialResult, max_points: int) -> None:
+    """Store what a running trial measured (its curves down-sampled to ``max_points``),
+    with its status and reason."""
+    trial.set_user_attr(_RESULT, result.to_dict(max_points=max_points))
+    trial.set_user_attr(_STATUS, result.status)
+    trial.set_user_attr(_REASON, result.reason)
+
+
+def status_of(trial: Any) -> str:
+    """``ok``, ``infeasible``, ``too_slow``, ``failed`` (what the trial decided), else
+    Optuna's state in lower case (``running``, ``waiting``, ``fail``)."""
+    return trial.user_attrs.get(_STATUS, trial.state.name.lower())
+
+
+def reason_of(trial: Any) -> str:
+    """Why a trial is not ``ok`` (empty when it is, or before it decided)."""
+    return trial.user_attrs.get(_REASON, "") or ""
+
+
+def baseline_of(trial: Any) -> str:
+    """The baseline a trial was enqueued as (``fp32``, ``global_bfloat16``...), or ``""``."""
+    return str(trial.user_attrs.get(_BASELINE) or "")
+
+
+def enqueue_baseline(study: Any, params: dict[str, Any], label: str) -> None:
+    """Enqueue baseline ``label`` (once per study, however many processes ask)."""
+    study.enqueue_trial(params, user_attrs={_BASELINE: label}, skip_if_exists=True)
+
+
+def enqueue_twin(study: Any, params: dict[str, Any], parent: int) -> None:
+    """Enqueue the FP32 twin of trial number ``parent`` (once)."""
+    study.enqueue_trial(params, user_attrs={_TWIN_OF: parent}, skip_if_exists=True)
+
+
+def enqueue_predicted_best(study: Any, params: dict[str, Any]) -> None:
+    """Enqueue the policy the probes predict to be best (once)."""
+    study.enqueue_trial(
+        params, user_attrs={_ENQUEUED_BY_PROBES: "predicted best"}, skip_if_exists=True
+    )
+
+
+def record_worker(trial: Any, host: str, pid: int, sampler_seed: int) -> None:
+    """Which process runs a trial (stale-trial detection reads it) and its sampler seed."""
+    trial.set_user_attr(_HOST, host)
+    trial.set_user_attr(_PID, pid)
+    trial.set_user_attr(_SAMPLER_SEED, sampler_seed)
+
+
+def worker_of(trial: Any) -> tuple[str | None, int | None]:
+    """The host and process id that ran (or runs) a trial, where recorded."""
+    return trial.user_attrs.get(_HOST), trial.user_attrs.get(_PID)
+
+
+def is_repeat(trial: Any) -> bool:
+    """Whether a trial is a sampler's repeat of a policy measured already (stored with
+    the earlier figures, not run again, not counted)."""
+    return _REPEAT_OF in trial.user_attrs
+
+
+def repeat_of(trial: Any) -> int | None:
+    """The number of the trial a sampler's repeat repeats (``None`` for any other)."""
+    return trial.user_attrs.get(_REPEAT_OF)
+
+
+def mark_repeat(trial: Any, measured: Any) -> None:
+    """Store a running trial as a repeat of the trial ``measured`` (its figures copied)."""
+    for key in (_RESULT, _STATUS, _REASON):
+        trial.set_user_attr(key, measured.user_attrs.get(key, ""))
+    trial.set_user_attr(_REPEAT_OF, measured.number)
+
+
+def answered_by_probes(trial: Any) -> bool:
+    """Whether the probes ruled a trial's policy out, so it never trained."""
+    return bool(trial.user_attrs.get(_PROBE_REJECTED))
+
+
+def mark_answered_by_probes(trial: Any) -> None:
+    """Store a running trial as answered by the probes (it does not train)."""
+    trial.set_user_attr(_PROBE_REJECTED, True)
+
+
+def study_record(study: Any, key: str) -> Any:
+    """One of :data:`STUDY_RECORDS` as stored (JSON data), ``None`` when absent;
+    ``model_info`` comes back as its :class:`~precsearch.records.ModelInfo`."""
+    if key not in STUDY_RECORDS:
+        raise KeyError(f"{key!r} is not a study record (expected one of {STUDY_RECORDS})")
+    value = study.user_attrs.get(key)
+    if key == "model_info" and value is not None:
+        return ModelInfo.from_dict(value)
+    return value
+
+
+def set_study_record(study: Any, key: str, value: Any) -> None:
+    """Store one of :data:`STUDY_RECORDS` (a :class:`ModelInfo` as its JSON form)."""
+    if key not in STUDY_RECORDS:
+        raise KeyError(f"{key!r} is not a study record (expected one of {STUDY_RECORDS})")
+    study.set_user_attr(key, value.to_dict() if isinstance(value, ModelInfo) else value)
+
+
+def model_layers(study: Any) -> list[dict[str, Any]]:
+    """The model's nested layers as recorded when the study was made (``[]`` before)."""
+    info = study_record(study, "model_info")
+    return info.layers if info else []
+
+
+def confirmation_of(study: Any) -> Confirmation | None:
+    """A study's confirmation record (``None`` before its confirmation)."""
+    return Confirmation.from_dict(study.user_attrs.get(_CONFIRMATION))
+
+
+def record_confirmation(study: Any, record: Confirmation) -> None:
+    """Store the confirmation's record."""
+    study.set_user_attr(_CONFIRMATION, record.to_dict())
+
+
+def stored_references(study: Any) -> dict[str, dict[str, Any]]:
+    """The FP32 reference runs a study holds: cache file name to the
+    :class:`~precsearch.records.Reference` JSON form."""
+    prefix = _REFERENCE_PREFIX
+    return {
+        key[len(prefix) :]: value
+        for key, value in study.user_attrs.items()
+        if key.startswith(prefix)
+    }
+
+
+def store_reference(study: Any, name: str, value: dict[str, Any]) -> None:
+    """Store one FP32 reference run under its cache file name."""
+    study.set_user_attr(_REFERENCE_PREFIX + name, value)
+
 
 # Optuna 5 stores each named constraint under "constraints:<name>"; optuna-dashboard
 # (0.21) reads only the list Optuna 4 stored under "constraints" for its Pareto front.
@@ -57,33 +271,24 @@ def is_feasible(trial: Any) -> bool:
     return bool(constraints) and all(value <= 0 for value in constraints.values())
 
 
-def is_repeat(trial: Any) -> bool:
-    """Whether a trial is a sampler's repeat of a policy measured already (stored with
-    the earlier figures, not run again, not counted)."""
-    return "duplicate_of" in trial.user_attrs
-
-
-def ran(trial: Any) -> bool:
+def trained_own_policy(trial: Any) -> bool:
     """Whether a trial trained a policy of its own: it holds a result and is neither a
     sampler's repeat nor a policy the probes answered without a trial."""
-    return (
-        "result" in trial.user_attrs
-        and not is_repeat(trial)
-        and not trial.user_attrs.get("probe_rejected")
-    )
+    return has_result(trial) and not is_repeat(trial) and not answered_by_probes(trial)
 
 
-def ran_results(trials: Iterable[Any]) -> list[TrialResult]:
-    """The results of those of ``trials`` that ran (:func:`ran`): what their time went on."""
-    return [TrialResult.from_dict(t.user_attrs["result"]) for t in trials if ran(t)]
+def results_that_ran(trials: Iterable[Any]) -> list[TrialResult]:
+    """The results of those of ``trials`` that trained a policy of their own
+    (:func:`trained_own_policy`): what their time went on."""
+    return [result_of(t) for t in trials if trained_own_policy(t)]
 
 
-def finished(study: Any) -> list[Any]:
+def measured_trials(study: Any) -> list[Any]:
     """The completed trials that measured a policy of their own (no repeats)."""
     return [
         t
         for t in study.get_trials(deepcopy=False)
-        if t.state.name == "COMPLETE" and "result" in t.user_attrs and not is_repeat(t)
+        if t.state.name == "COMPLETE" and has_result(t) and not is_repeat(t)
     ]
 
 
@@ -92,9 +297,9 @@ def best_feasible_low(study: Any) -> float:
     (of its own timed blocks' 95% interval) among the feasible trials that ran, or 1
     (FP32) when none is above it."""
     lows = [
-        (t.user_attrs["result"].get("block_ratios") or {}).get("low") or 1.0
-        for t in finished(study)
-        if ran(t) and is_feasible(t)
+        result_of(t).block_ratios.get("low") or 1.0
+        for t in measured_trials(study)
+        if trained_own_policy(t) and is_feasible(t)
     ]
     return max([1.0, *lows])
 
@@ -109,10 +314,10 @@ def baseline_trial(study: Any, label: str) -> Any | None:
     """
     found = []
     for trial in study.get_trials(deepcopy=False):
-        name = str(trial.user_attrs.get("baseline", ""))
+        name = baseline_of(trial)
         if name.startswith(label) if label.endswith("_") else name == label:
             found.append(trial)
-    done = [t for t in found if t.state.name == "COMPLETE" and "result" in t.user_attrs]
+    done = [t for t in found if t.state.name == "COMPLETE" and has_result(t)]
     return (done or found or [None])[0]
 
 
@@ -126,14 +331,9 @@ def fp32_trial(study: Any) -> Any | None:
 def fp32_result(study: Any) -> TrialResult | None:
     """The FP32 baseline trial's result (``None`` before it completed)."""
     trial = fp32_trial(study)
-    return TrialResult.from_dict(trial.user_attrs["result"]) if trial else None
+    return result_of(trial) if trial else None
 
 
 def stored_policy(trial: Any) -> Policy:
     """The policy a trial ran, from its stored result."""
-    return Policy.from_dict(trial.user_attrs["result"]["policy"])
-
-
-def confirmation_of(study: Any) -> Confirmation | None:
-    """A study's confirmation record (``None`` before its confirmation)."""
-    return Confirmation.from_dict(study.user_attrs.get("confirmation"))
+    return Policy.from_dict(result_of(trial).policy)

@@ -11,23 +11,23 @@ from helpers import MODELS, run_cli
 
 from precsearch import Policy, UserInputError
 from precsearch.app.run import run_study
-from precsearch.loaders import load_model_file
-from precsearch.records import GRAPH_REWRITE, Budget
-from precsearch.results.explain import group_effects, probe_summary, why_lines
-from precsearch.study.executors import InProcess
-from precsearch.study.options import SearchOptions
-from precsearch.study.probe import (
+from precsearch.cost_model import (
     ALL,
     XLA,
     accuracy,
     predicted,
     predicted_best,
     probe_lines,
-    probe_params,
     rejection,
     ruled_out,
-    run_probes,
 )
+from precsearch.loaders import load_model_file
+from precsearch.records import GRAPH_REWRITE, Budget, ModelInfo
+from precsearch.results.explain import group_effects, probe_summary, why_lines
+from precsearch.stored import set_study_record
+from precsearch.study.executors import InProcess
+from precsearch.study.options import SearchOptions
+from precsearch.study.probe import probe_params, run_probes
 from precsearch.study.space import SearchSpace, SpaceOptions
 
 pytest.importorskip("keras")
@@ -249,7 +249,11 @@ def test_the_cost_model_is_checked_against_trials_at_the_users_settings():
     study = optuna.create_study(directions=["maximize", "minimize"])
     probes = record({"dtype:a": speed(2.0, 1.9, 2.1), "dtype:b": speed(0.5, 0.4, 0.6)}, None)
     study.set_user_attr("probes", probes)
-    study.set_user_attr("model_info", {"batch_size": 32, "jit_compile": False})
+    info = ModelInfo(
+        source="m.py", fingerprint="f", model_name="m", model_class="Functional", params=1,
+        layers=[], output_layers=[], batch_size=32, train_examples=64, jit_compile=False,
+    )  # fmt: skip
+    set_study_record(study, "model_info", info)
     dist = optuna.distributions.CategoricalDistribution(["float32", "bfloat16"])
     cases = [  # (a, b, batch size, measured): predicted 2.0, 0.5, 1.0 (FP32: left out)
         ("bfloat16", "float32", 32, 2.2),

@@ -56,6 +56,19 @@ def test_a_trial_count_leaves_out_a_samplers_repeats_and_says_so():
     assert trials_text(study).startswith("4 trials (1 fail, 2 ok, 1 too_slow); 1 repeat ")
 
 
+def test_a_trial_enqueued_that_no_worker_ran_is_not_counted_as_a_trial():
+    # Two workers reaching their --trials can leave an enqueued FP32 twin WAITING: it is
+    # said apart and never counted, whichever trial happened to run last.
+    import optuna
+
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    trial = study.ask()
+    trial.set_user_attr("status", "ok")
+    study.tell(trial, [1.0, 0.0])
+    study.enqueue_trial({}, user_attrs={"twin_of": 0})
+    assert trials_text(study) == "1 trials (1 ok); 1 enqueued, not run"
+
+
 def test_a_short_summary_names_the_output_layer_that_stays_float32():
     policy = Policy(types={"Dense": "mixed_bfloat16"}).to_dict()
     assert summarize_policy(policy) == "bf16: Dense; fp32: rest"

@@ -84,10 +84,11 @@ def test_a_float16_trial_logs_its_loss_scale_and_is_written_once(tmp_path):
 
 
 def a_study_with_one_trial_and_one_reference() -> optuna.Study:
-    from precsearch.study.storage import SharedReferences
+    from precsearch.stored import store_reference
 
     study = optuna.create_study(directions=["maximize", "minimize"])
     result = {
+        "policy": {},
         "curve": {"samples": [32, 64, 96], "loss": [1.0, 0.9, 0.8]},
         "speedup": 1.5,
         "fidelity_gap": 0.1,
@@ -107,7 +108,7 @@ def a_study_with_one_trial_and_one_reference() -> optuna.Study:
     )
     study.add_trial(trial)
     reference = {"batch_size": 32, "steps": 3, "curves": [[1.0, 0.9, 0.8]]}
-    study.set_user_attr(SharedReferences.PREFIX + "fp32.json", reference)
+    store_reference(study, "fp32.json", reference)
     return study
 
 

@@ -7,7 +7,7 @@ import optuna
 from helpers import MODELS
 
 from precsearch.app import api
-from precsearch.stored import best_feasible_low, fp32_trial, ran
+from precsearch.stored import best_feasible_low, fp32_trial, trained_own_policy
 from precsearch.study.options import SearchOptions
 
 
@@ -39,10 +39,10 @@ def test_the_fp32_trial_is_a_completed_one_never_a_failed_one():
 
 
 def test_a_repeat_or_a_probe_answered_trial_did_not_run():
-    assert ran(stored("COMPLETE", result={}))
-    assert not ran(stored("COMPLETE", result={}, duplicate_of=0))
-    assert not ran(stored("COMPLETE", result={}, probe_rejected=True))
-    assert not ran(stored("FAIL"))
+    assert trained_own_policy(stored("COMPLETE", result={}))
+    assert not trained_own_policy(stored("COMPLETE", result={}, duplicate_of=0))
+    assert not trained_own_policy(stored("COMPLETE", result={}, probe_rejected=True))
+    assert not trained_own_policy(stored("FAIL"))
 
 
 def test_the_bar_a_new_trial_must_reach_is_the_best_feasible_lower_bound():

@@ -15,7 +15,7 @@ from precsearch.policy import Policy
 from precsearch.records import Confirmation, TrialResult
 from precsearch.results.export import best_policy_with_manifest, trials_frame, write_trials_csv
 from precsearch.results.report import SPEED_LEGEND, pareto_rows, trials_text
-from precsearch.stored import confirmation_of, fp32_result
+from precsearch.stored import confirmation_of, fp32_result, study_record
 from precsearch.study.options import DEFAULT_EXPORTERS, SearchOptions, stored_options
 from precsearch.study.storage import find_study
 
@@ -139,7 +139,7 @@ class SearchResult:
         )
 
     def _train_and_export(self, policy: Any, names: list[str], target: Path) -> list[str]:
-        model_file = self.study.user_attrs.get("model_file", "")
+        model_file = study_record(self.study, "model_file") or ""
         if not Path(model_file).is_file():
             raise UserInputError(
                 f"no SavedModel in {self.study_dir} and the model file {model_file!r} is not "

@@ -45,7 +45,13 @@ from precsearch.records import (
 from precsearch.results.export import best_policy_with_manifest, write_trials_csv
 from precsearch.results.html_report import write_report
 from precsearch.results.tensorboard_logs import TensorBoardLog
-from precsearch.stored import ran_results
+from precsearch.stored import (
+    enqueue_baseline,
+    record_confirmation,
+    results_that_ran,
+    set_study_record,
+    study_record,
+)
 from precsearch.study.confirm import confirm
 from precsearch.study.executors import Executor, InProcess, Worker
 from precsearch.study.optimize import make_objective, make_sampler, search_trials
@@ -231,18 +237,22 @@ def _open_search(run: _Run, storage: Any, space: SearchSpace, info: ModelInfo) -
         if created or study.metric_names is None:
             names = [METRIC_NAMES.get(o.name, o.name) for o in run.objectives if o.direction]
             study.set_metric_names(names)
-    if created or study.user_attrs.get("space") is None:
-        study.set_user_attr("space", described)
-        study.set_user_attr("model_file", run.source)
-        study.set_user_attr("loader", options.loader)
-        study.set_user_attr("budget", run.budget.to_dict())
-        study.set_user_attr("tolerance", float(options.tolerance))
-        study.set_user_attr("model_info", info.to_dict())
-        study.set_user_attr("options", {**options.shared(), "dtypes": space.dtypes})
-        study.set_user_attr("hardware", here)
-        study.set_user_attr("lr_rule", {"rule": space.options.lr_rule, "why": space.lr_rule_why})
+    if created or study_record(study, "space") is None:
+        records = {
+            "space": described,
+            "model_file": run.source,
+            "loader": options.loader,
+            "budget": run.budget.to_dict(),
+            "tolerance": float(options.tolerance),
+            "model_info": info,
+            "options": {**options.shared(), "dtypes": space.dtypes},
+            "hardware": here,
+            "lr_rule": {"rule": space.options.lr_rule, "why": space.lr_rule_why},
+        }
+        for key, value in records.items():
+            set_study_record(study, key, value)
         return study, created
-    stored = study.user_attrs["space"]
+    stored = study_record(study, "space")
     if stored != described:
         changed = sorted(k for k in described if stored.get(k) != described[k])
         raise UserInputError(
@@ -250,16 +260,16 @@ def _open_search(run: _Run, storage: Any, space: SearchSpace, info: ModelInfo) -
             f"{', '.join(changed)}); resume it with the same options or pick a new "
             "--study-name"
         )
-    theirs = study.user_attrs.get("hardware")
+    theirs = study_record(study, "hardware")
     if theirs is not None and theirs != here:
         raise UserInputError(
             f"study {name!r} measures speed on {describe_fingerprint(theirs)}; this machine "
             f"is {describe_fingerprint(here)}: its figures would not compare. Run a study "
             "per kind of machine (another --study-name)"
         )
-    if study.user_attrs.get("budget") != run.budget.to_dict():
+    if study_record(study, "budget") != run.budget.to_dict():
         warnings.warn(
-            f"study {name!r} was run with budget {study.user_attrs.get('budget')}; "
+            f"study {name!r} was run with budget {study_record(study, 'budget')}; "
             f"this run uses {run.budget.to_dict()}: their trials are not comparable",
             stacklevel=3,
         )
@@ -280,7 +290,7 @@ def _confirm_and_export(run: _Run, study: Any, executor: Executor) -> str:
     start = time.perf_counter()
     run.paths.update(export_winner(study, run.study_dir, run.exporters, model_exports))
     record.seconds["export"] = time.perf_counter() - start
-    study.set_user_attr("confirmation", record.to_dict())
+    record_confirmation(study, record)
     return record.verdict
 
 
@@ -361,7 +371,7 @@ def run_study(
             run.notes.append(f"marked trials {stale} failed: their run was killed")
         if created:  # only the process that created the study: creators may race
             for label, params in space.baselines():
-                study.enqueue_trial(params, user_attrs={"baseline": label}, skip_if_exists=True)
+                enqueue_baseline(study, params, label)
         before = {
             t.number for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING
         }
@@ -383,7 +393,9 @@ def run_study(
             # Whatever went wrong above, what the trials measured reaches the files.
             written = _write_files(run, study, logs)
             failure = "; ".join(filter(None, [failure, written]))
-    results = ran_results(t for t in study.get_trials(deepcopy=False) if t.number not in before)
+    results = results_that_ran(
+        t for t in study.get_trials(deepcopy=False) if t.number not in before
+    )
     return StudyRun(
         study=study,
         space=space,

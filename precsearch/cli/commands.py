@@ -115,7 +115,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from precsearch.app.run import make_executor, prepare_run, space_for
-    from precsearch.study.probe import XLA, probe_lines, ruled_out, run_probes
+    from precsearch.cost_model import XLA, probe_lines, ruled_out
+    from precsearch.study.probe import run_probes
 
     if not Path(args.model_file).is_file():
         raise UserInputError(f"{args.model_file}: no such model file")

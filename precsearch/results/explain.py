@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from precsearch.stored import finished, ran
+from precsearch.stored import measured_trials, status_of, study_record, trained_own_policy
 
 __all__ = [
     "PROBE_LEGEND",
@@ -66,7 +66,7 @@ def group_effects(study: Any) -> list[dict[str, Any]]:
     import numpy as np
     from scipy import stats
 
-    space = (study.user_attrs.get("space") or {}).get("params") or {}
+    space = (study_record(study, "space") or {}).get("params") or {}
     params = {name: list(values) for name, values in space.items()}
     groups = [name for name in params if name == "dtype" or name.startswith("dtype:")]
     if not groups:
@@ -74,7 +74,9 @@ def group_effects(study: Any) -> list[dict[str, Any]]:
     # Trials the probes answered without running measured nothing: left out. A too-slow
     # trial's figure is the watchdog's estimate: rougher, but leaving the slowest trials
     # out would flatter low precision.
-    done = [t for t in finished(study) if ran(t) and set(params) <= {*t.params}]
+    done = [
+        t for t in measured_trials(study) if trained_own_policy(t) and set(params) <= {*t.params}
+    ]
     timed = [t for t in done if t.values and t.values[0] > 0]
     out = []
     columns, x = _design(timed, params) if timed else ([], np.zeros((0, 1)))
@@ -94,7 +96,7 @@ def group_effects(study: Any) -> list[dict[str, Any]]:
             column = f"{group}={dtype}"
             with_it = [t for t in timed if str(t.params.get(group)) == dtype]
             judged = [t for t in done if str(t.params.get(group)) == dtype]
-            unlike = sum(t.user_attrs.get("status") == "infeasible" for t in judged)
+            unlike = sum(status_of(t) == "infeasible" for t in judged)
             effect: dict[str, Any] | None = None
             reason = ""
             if not with_it or len(with_it) == len(timed):
@@ -138,10 +140,10 @@ def why_lines(
     Args:
         effects: :func:`group_effects`.
         chosen: Dtype parameter to the value the answer has (``{}`` for FP32).
-        probes: The study's probes (``study.user_attrs["probes"]``), if any.
+        probes: The study's probes (its ``probes`` record), if any.
     """
+    from precsearch.cost_model import ruled_out
     from precsearch.stats import figures_text
-    from precsearch.study.probe import ruled_out
 
     gone = ruled_out(probes)
     lines = []
@@ -190,9 +192,9 @@ def answer_params(study: Any, record: Any) -> dict[str, str]:
 def probe_summary(study: Any) -> list[str]:
     """The study's probes, one line each, and the cost model against the trials
     (``[]`` for a study without probes)."""
-    from precsearch.study.probe import accuracy, probe_lines
+    from precsearch.cost_model import accuracy, probe_lines
 
-    record = study.user_attrs.get("probes")
+    record = study_record(study, "probes")
     if not record:
         return []
     lines = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,20 @@ from precsearch.errors import UserInputError
 from precsearch.files import write_text_atomic
 from precsearch.hardware import describe
 from precsearch.policy import Policy
-from precsearch.records import ModelInfo
+from precsearch.records import TrialResult
 from precsearch.results.explain import answer_params, group_effects, probe_summary, why_lines
-from precsearch.stored import confirmation_of, fp32_result, is_feasible, stored_policy
+from precsearch.stored import (
+    baseline_of,
+    confirmation_of,
+    fp32_result,
+    is_feasible,
+    reason_of,
+    repeat_of,
+    result_of,
+    status_of,
+    stored_policy,
+    study_record,
+)
 
 __all__ = [
     "best_policy_with_manifest",
@@ -36,24 +48,24 @@ def trials_frame(study: Any) -> Any:
     best = record.best_trial if record else None
     rows = []
     for trial in study.get_trials(deepcopy=False):
-        result = trial.user_attrs.get("result") or {}
-        blocks = result.get("block_ratios") or {}
-        fp32 = result.get("fp32") or {}
-        cand = result.get("candidate") or {}
+        result = result_of(trial) or TrialResult(policy={})
+        blocks = result.block_ratios
+        fp32 = asdict(result.fp32) if result.fp32 else {}
+        cand = asdict(result.candidate) if result.candidate else {}
         row: dict[str, Any] = {
             "number": trial.number,
             "state": trial.state.name,
-            "status": trial.user_attrs.get("status", trial.state.name.lower()),
-            "reason": trial.user_attrs.get("reason", ""),
-            "baseline": trial.user_attrs.get("baseline", ""),
-            "duplicate_of": trial.user_attrs.get("duplicate_of"),
-            "speedup": result.get("speedup"),
+            "status": status_of(trial),
+            "reason": reason_of(trial),
+            "baseline": baseline_of(trial),
+            "duplicate_of": repeat_of(trial),
+            "speedup": result.speedup,
             "speedup_low": blocks.get("low"),
             "speedup_high": blocks.get("high"),
             "speedup_blocks_min": blocks.get("min"),
             "speedup_blocks_max": blocks.get("max"),
             "block_pairs": blocks.get("rounds"),
-            "fidelity_gap": result.get("fidelity_gap"),
+            "fidelity_gap": result.fidelity_gap,
             "feasible": is_feasible(trial),
             "objective_speedup": trial.values[0] if trial.values else None,
             "objective_gap": trial.values[1] if trial.values else None,
@@ -62,13 +74,12 @@ def trials_frame(study: Any) -> Any:
             "candidate_step_p10_ms": cand["p10"] * 1e3 if cand else None,
             "candidate_step_median_ms": cand["median"] * 1e3 if cand else None,
             "timed_steps": cand.get("n"),
-            "peak_memory_mb": result.get("peak_memory_mb"),
+            "peak_memory_mb": result.peak_memory_mb,
             "duration_s": trial.duration.total_seconds() if trial.duration else None,
         }
-        ttq = result.get("time_to_quality") or {}
-        row["time_to_quality_speedup"] = ttq.get("speedup")
-        row["time_to_quality_outcome"] = ttq.get("outcome")
-        row["precision_gap"] = result.get("precision_gap")
+        row["time_to_quality_speedup"] = result.time_to_quality.get("speedup")
+        row["time_to_quality_outcome"] = result.time_to_quality.get("outcome")
+        row["precision_gap"] = result.precision_gap
         # The selection rounds' figures of the candidates (the answer's own, from fresh
         # rounds, are in the confirmation record and the policy's manifest).
         figures = (confirmed.get(trial.number) or {}).get("speedup_vs_fp32") or {}
@@ -102,9 +113,9 @@ def best_policy_with_manifest(study: Any) -> Policy:
         )
     trial = study.trials[record.best_trial]
     policy = Policy.from_dict(record.best_policy)
-    info = study.user_attrs.get("model_info") or {}
+    info = study_record(study, "model_info")
     chosen = record.best
-    result = trial.user_attrs["result"]
+    result = result_of(trial)
     fp32 = fp32_result(study)
     twin = chosen.get("answer") == "twin" and stored_policy(trial) != policy
     policy.manifest = {
@@ -126,41 +137,39 @@ def best_policy_with_manifest(study: Any) -> Policy:
         },
         "fidelity": {
             # The twin's own judgement when it replaced a winner without a trial.
-            "gap": (result.get("twin") or {}).get("fidelity_gap")
-            if twin
-            else result.get("fidelity_gap"),
-            "gaps": {} if twin else (result.get("numerics") or {}).get("gaps", {}),
-            "precision_gap": result.get("precision_gap"),
+            "gap": result.twin.get("fidelity_gap") if twin else result.fidelity_gap,
+            "gaps": {} if twin else result.numerics.get("gaps", {}),
+            "precision_gap": result.precision_gap,
             "fp32_as_a_candidate": fp32.fidelity_gap if fp32 else None,
             "judging": (fp32.numerics.get("judging") if fp32 else None) or "every figure",
             "noise": "FP32 runs with data-order seeds held out from the candidate's; a "
             "figure is worse only beyond a one-sided 95% prediction bound of one more run",
-            "tolerance": study.user_attrs.get("tolerance"),
+            "tolerance": study_record(study, "tolerance"),
         },
-        "lr_rule": study.user_attrs.get("lr_rule") or {"rule": policy.lr_rule},
+        "lr_rule": study_record(study, "lr_rule") or {"rule": policy.lr_rule},
         "baseline": {
-            "batch_size": info.get("batch_size"),
-            "jit_compile": info.get("jit_compile", False),
-            "steps_per_execution": info.get("steps_per_execution", 1),
+            "batch_size": info.batch_size if info else None,
+            "jit_compile": info.jit_compile if info else False,
+            "steps_per_execution": info.steps_per_execution if info else 1,
             # Kept out of every trial and of this policy's figures (graphs are timed).
-            "dropped_compile_args": info.get("dropped_compile_args", []),
+            "dropped_compile_args": info.dropped_compile_args if info else [],
         },
         # The exported SavedModel's signature: input and output names, what each output holds.
-        "serving": info.get("serving") or {},
+        "serving": (info.serving if info else None) or {},
         "feasible": is_feasible(trial),
         "is_fp32": record.best_is_fp32,
         "verdict": record.verdict,
         "study": study.study_name,
         "trial": trial.number,
-        "hardware": describe(info.get("gpus")),
-        "versions": {**info.get("versions", {}), "precsearch": __version__},
-        "model_file": study.user_attrs.get("model_file"),
-        "notes": ModelInfo.from_dict(info).notes() if info else [],
+        "hardware": describe(info.gpus if info else None),
+        "versions": {**(info.versions if info else {}), "precsearch": __version__},
+        "model_file": study_record(study, "model_file"),
+        "notes": info.notes() if info else [],
         # Why each layer group has its dtype (results.explain): one line per group.
         # The probes and the cost model's error against the trials: one line each.
         "probes": probe_summary(study),
         "why": why_lines(
-            group_effects(study), answer_params(study, record), study.user_attrs.get("probes")
+            group_effects(study), answer_params(study, record), study_record(study, "probes")
         ),
     }
     return policy

@@ -17,8 +17,16 @@ from typing import Any
 
 from precsearch.results.report import pareto_rows, summarize_policy
 from precsearch.stats import figures_text
-from precsearch.stored import confirmation_of, finished, is_feasible
-from precsearch.study.storage import stored_references
+from precsearch.stored import (
+    baseline_of,
+    confirmation_of,
+    is_feasible,
+    measured_trials,
+    reason_of,
+    result_of,
+    stored_references,
+    study_record,
+)
 
 __all__ = ["curves_figure", "optuna_figures", "pareto_figure", "pareto_svg"]
 
@@ -43,7 +51,7 @@ def pareto_figure(study: Any) -> Any:
 
     record = confirmation_of(study)
     front = {row["trial"] for row in pareto_rows(study)}
-    trials = finished(study)
+    trials = measured_trials(study)
     gaps = [g for g in map(_gap, trials) if g is not None]
     top = max([*gaps, 1.0]) * 1.5
     fig = go.Figure()
@@ -95,7 +103,7 @@ def pareto_figure(study: Any) -> Any:
             )
         )
     fig.add_vline(x=1.0, line_dash="dot", line_color=GREY, annotation_text="FP32")
-    tolerance = study.user_attrs.get("tolerance")
+    tolerance = study_record(study, "tolerance")
     if tolerance:
         fig.add_hline(y=tolerance, line_dash="dot", line_color=GREY, annotation_text="tolerance")
     fig.update_layout(
@@ -112,7 +120,7 @@ def pareto_svg(study: Any, width: int = 420, height: int = 260) -> str:
     """The Pareto plot as a small static SVG (for a notebook's rich display, which
     should not carry plotly.js): speedup across, fidelity gap up; orange the Pareto
     front, blue other feasible trials, grey crosses the infeasible ones."""
-    trials = finished(study)
+    trials = measured_trials(study)
     if not trials:
         return ""
     front = {row["trial"] for row in pareto_rows(study)}
@@ -166,29 +174,30 @@ def pareto_svg(study: Any, width: int = 420, height: int = 260) -> str:
 
 
 def _hover(trial: Any) -> str:
-    result = trial.user_attrs["result"]
-    policy = result.get("policy") or {}
+    policy = result_of(trial).policy
     text = f"trial {trial.number}"
-    if trial.user_attrs.get("baseline"):
-        text += f" [{trial.user_attrs['baseline']}]"
+    if baseline_of(trial):
+        text += f" [{baseline_of(trial)}]"
     text += f"<br>{html.escape(summarize_policy(policy))}"
     xla = "on" if policy.get("jit_compile") else "off"
     text += f"<br>batch {policy.get('batch_size')}, XLA {xla}"
     gap = _gap(trial)
     text += f"<br>speedup {trial.values[0]:.2f}x, gap " + (f"{gap:.2f}" if gap is not None else "-")
     if not is_feasible(trial):
-        text += f"<br>infeasible: {html.escape(trial.user_attrs.get('reason', '') or '?')}"
+        text += f"<br>infeasible: {html.escape(reason_of(trial) or '?')}"
     return text
 
 
 def _band(study: Any) -> Any:
     """The FP32 reference runs of the user's own training (most seeds), or ``None``."""
-    info = study.user_attrs.get("model_info") or {}
+    info = study_record(study, "model_info")
+    if info is None:
+        return None
     refs = [
         value
         for value in stored_references(study).values()
-        if value.get("batch_size") == info.get("batch_size")
-        and bool(value.get("jit_compile")) == bool(info.get("jit_compile"))
+        if value.get("batch_size") == info.batch_size
+        and bool(value.get("jit_compile")) == bool(info.jit_compile)
     ]
     return max(
         refs, key=lambda ref: (len(ref.get("curves", [])), ref.get("steps", 0)), default=None
@@ -221,8 +230,7 @@ def curves_figure(study: Any) -> Any:
         fig.add_trace(go.Scatter(x=xs, y=mean, mode="lines", name="FP32 mean",
                                  line={"color": "black", "dash": "dash"}))  # fmt: skip
     for row in pareto_rows(study):
-        result = study.trials[row["trial"]].user_attrs["result"]
-        curve = result.get("curve") or {}
+        curve = result_of(study.trials[row["trial"]]).curve
         fig.add_trace(
             go.Scatter(
                 x=curve.get("samples", []),

@@ -41,15 +41,17 @@ from precsearch.results.report import (
     trials_text,
     ttq_text,
 )
-from precsearch.stats import figures_text
+from precsearch.stats import figures_text, instrument_percent
 from precsearch.stored import (
     confirmation_of,
-    finished,
+    has_result,
     is_feasible,
-    ran_results,
+    measured_trials,
+    model_layers,
+    results_that_ran,
     stored_policy,
+    study_record,
 )
-from precsearch.study.selection import instrument_percent
 
 __all__ = ["layer_groups", "render", "write_report"]
 
@@ -69,7 +71,7 @@ def layer_groups(study: Any) -> list[dict[str, Any]]:
     the best trial is the confirmed one, else the fastest feasible.
     """
     record = confirmation_of(study)
-    trials = finished(study)
+    trials = measured_trials(study)
     if record is not None:
         best = study.trials[record.best_trial]
     else:
@@ -131,14 +133,13 @@ def _groups_html(study: Any) -> str:
             f"<td>{SHORT.get(row['dtype'], row['dtype'])}</td><td>{html.escape(cells)}</td></tr>"
         )
     out.append("</table>")
-    if "result" in best.user_attrs:
-        layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
-        lines = assignments_summary(stored_policy(best), layers)
+    if has_result(best):
+        lines = assignments_summary(stored_policy(best), model_layers(study))
         out.append("<p>By layer class: " + html.escape("; ".join(lines)) + "</p>")
     why = why_lines(
         group_effects(study),
         answer_params(study, confirmation_of(study)),
-        study.user_attrs.get("probes"),
+        study_record(study, "probes"),
     )
     if why:
         out.append(f"<p>{html.escape(WHY_LEGEND)}</p><ul>")
@@ -191,7 +192,7 @@ def render(study: Any, folder: str | os.PathLike[str] | None = None) -> str:
     folder, for the commands that open its journal and TensorBoard runs."""
     import plotly.io as pio
 
-    info = study.user_attrs.get("model_info") or {}
+    info = study_record(study, "model_info")
     trials = study.get_trials(deepcopy=False)
     figures: list[tuple[str, Any]] = [
         ("Pareto front", pareto_figure(study)),
@@ -207,14 +208,15 @@ def render(study: Any, folder: str | os.PathLike[str] | None = None) -> str:
             body = pio.to_html(fig, full_html=False, include_plotlyjs=first)
             first = False
         parts.append(f"<section><h2>{html.escape(title)}</h2>{body}</section>")
-    results = ran_results(finished(study))
+    results = results_that_ran(measured_trials(study))
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     seconds = (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
     where = Path(folder) if folder is not None else Path(study.study_name)
     live = html.escape(f"optuna-dashboard {where / 'study.journal'}")
     logs = html.escape(f"tensorboard --logdir {where / 'tensorboard'}")
-    hardware = study.user_attrs.get("hardware") or {}
+    hardware = study_record(study, "hardware") or {}
+    model_file = study_record(study, "model_file") or "?"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>precsearch: {html.escape(study.study_name)}</title>
@@ -226,8 +228,8 @@ td, th {{ border: 1px solid #ddd; padding: 4px 10px; text-align: left; }}
 .note {{ color: #666; }}
 </style></head><body>
 <h1>precsearch study {html.escape(study.study_name)!s}</h1>
-<p>Model file: <code>{html.escape(str(study.user_attrs.get("model_file", "?")))}</code>;
-batch size {info.get("batch_size")}, XLA {"on" if info.get("jit_compile") else "off"};
+<p>Model file: <code>{html.escape(str(model_file))}</code>;
+batch size {info.batch_size if info else None}, XLA {"on" if info and info.jit_compile else "off"};
 measured on {html.escape(str(hardware.get("cpu", "?")))}
 ({html.escape(", ".join(hardware.get("cpu_low_precision_flags", [])) or "no low-precision flags")};
 {html.escape(", ".join(hardware.get("gpus", [])) or "no GPU")}).

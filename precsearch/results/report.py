@@ -7,7 +7,15 @@ from typing import Any
 from precsearch.policy.layers import LayerRecord
 from precsearch.records import TrialResult
 from precsearch.stats import figures_text
-from precsearch.stored import confirmation_of, is_repeat
+from precsearch.stored import (
+    baseline_of,
+    confirmation_of,
+    is_repeat,
+    model_layers,
+    result_of,
+    status_of,
+    study_record,
+)
 
 __all__ = [
     "assignments_summary",
@@ -47,15 +55,14 @@ def summarize_policy(policy: dict[str, Any], outputs: list[str] | None = None) -
 
 def pareto_rows(study: Any) -> list[dict[str, Any]]:
     """The feasible Pareto front, fastest first, as dicts."""
-    layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
-    outputs = [layer["id"] for layer in layers if layer.get("output")]
+    outputs = [layer["id"] for layer in model_layers(study) if layer.get("output")]
     rows = []
     for trial in study.best_trials:
         if is_repeat(trial):
             continue
-        result = trial.user_attrs.get("result") or {}
-        policy = result.get("policy") or {}
-        blocks = result.get("block_ratios") or {}
+        result = result_of(trial)
+        policy = result.policy if result else {}
+        blocks = result.block_ratios if result else {}
         rows.append(
             {
                 "trial": trial.number,
@@ -63,11 +70,11 @@ def pareto_rows(study: Any) -> list[dict[str, Any]]:
                 "low": blocks.get("low"),
                 "high": blocks.get("high"),
                 "gap": trial.values[1],
-                "time_to_quality": ttq_text(result.get("time_to_quality")),
+                "time_to_quality": ttq_text(result.time_to_quality if result else None),
                 "batch_size": policy.get("batch_size"),
                 "jit": policy.get("jit_compile"),
                 "policy": summarize_policy(policy, outputs),
-                "baseline": trial.user_attrs.get("baseline", ""),
+                "baseline": baseline_of(trial),
             }
         )
     return sorted(rows, key=lambda row: -row["speedup"])
@@ -217,8 +224,9 @@ OUTSIDE = (
 def outside_trials(study: Any) -> str:
     """Where a study's time outside its trials went: the probes (measured once per
     study) and each phase of the confirmation ("" when there is neither)."""
-    probes = (study.user_attrs.get("probes") or {}).get("seconds")
-    spent = (study.user_attrs.get("confirmation") or {}).get("seconds") or {}
+    probes = (study_record(study, "probes") or {}).get("seconds")
+    record = confirmation_of(study)
+    spent = record.seconds if record else {}
     parts = [f"the probes {probes:.0f} s"] if probes else []
     parts += [f"{words} {spent[name]:.0f} s" for name, words in OUTSIDE if name in spent]
     return f"Outside the trials: {', '.join(parts)}." if parts else ""
@@ -233,17 +241,22 @@ SPEED_LEGEND = (
 
 def trials_text(study: Any) -> str:
     """``12 trials (9 ok, 3 too_slow); 2 repeats of a measured policy, not run again``:
-    a sampler's repeat is stored with the earlier figures but is not a trial."""
+    a sampler's repeat is stored with the earlier figures but is not a trial, and nor is
+    a trial enqueued (a baseline, an FP32 twin) that no worker ran before the study
+    stopped: it is said apart, ``1 enqueued, not run``."""
     counts: dict[str, int] = {}
-    repeats = 0
+    repeats = waiting = 0
     for trial in study.get_trials(deepcopy=False):
         if is_repeat(trial):
             repeats += 1
-            continue
-        state = trial.user_attrs.get("status", trial.state.name.lower())
-        counts[state] = counts.get(state, 0) + 1
+        elif trial.state.name == "WAITING":
+            waiting += 1
+        else:
+            state = status_of(trial)
+            counts[state] = counts.get(state, 0) + 1
     said = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
     text = f"{sum(counts.values())} trials" + (f" ({said})" if said else "")
     plural = "s" if repeats > 1 else ""
     again = f"; {repeats} repeat{plural} of a measured policy, not run again" if repeats else ""
-    return text + again
+    queued = f"; {waiting} enqueued, not run" if waiting else ""
+    return text + again + queued

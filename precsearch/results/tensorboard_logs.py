@@ -26,6 +26,7 @@ unwritten is written by the next ``precsearch run`` or ``report``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,8 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.files import folder_atomic
-from precsearch.stored import is_feasible
-from precsearch.study.storage import stored_references
+from precsearch.stored import (
+    baseline_of,
+    is_feasible,
+    is_repeat,
+    result_of,
+    stored_references,
+)
 
 __all__ = ["METRICS", "TensorBoardLog", "run_name"]
 
@@ -49,7 +55,7 @@ METRICS = {
 
 def run_name(trial: Any) -> str:
     """``trial_0007``, or ``trial_0000_fp32`` for a baseline trial."""
-    label = trial.user_attrs.get("baseline")
+    label = baseline_of(trial)
     return f"trial_{trial.number:04d}" + (f"_{label}" if label else "")
 
 
@@ -81,35 +87,40 @@ class TensorBoardLog:
 
     def write_trial(self, trial: Any) -> bool:
         """One trial's run (not for a repeat of a measured policy); whether written."""
-        result = trial.user_attrs.get("result")
-        if not result or "duplicate_of" in trial.user_attrs:
+        result = result_of(trial)
+        if result is None or is_repeat(trial):
             return False
         folder = self.directory / run_name(trial)
         if folder.exists():
             return False
-        result = {**result, "feasible": float(is_feasible(trial))}
-        ttq = (result.get("time_to_quality") or {}).get("speedup")
-        hparams = {"run": str(trial.user_attrs.get("baseline") or "trial"), **trial.params}
+        ends = {
+            "speedup": result.speedup,
+            "fidelity_gap": result.fidelity_gap,
+            "time_to_quality": result.time_to_quality.get("speedup"),
+            "feasible": float(is_feasible(trial)),
+        }
+        hparams = {"run": baseline_of(trial) or "trial", **trial.params}
         with _writer(folder) as run:
             run.hparams(hparams, trial.distributions, f"trial {trial.number}")
-            curve = result.get("curve") or {}
+            curve = result.curve
             samples = curve.get("samples") or []
             for seen, loss in zip(samples, curve.get("loss") or [], strict=False):
-                run.scalar("loss", loss, seen)
+                # A stored non-finite loss reads back as NaN: no point, as before parsing.
+                run.scalar("loss", loss if math.isfinite(loss) else None, seen)
             # One scale per call, like the loss, and down-sampled the same way.
-            scales = (result.get("numerics") or {}).get("loss_scale") or []
+            scales = result.numerics.get("loss_scale") or []
             for seen, scale in zip(samples, scales, strict=False):
                 run.scalar("loss_scale", scale, seen)
-            for side, times in (result.get("step_times") or {}).items():
+            for side, times in result.step_times.items():
                 for i, seconds in enumerate(times):
                     run.scalar(f"step_ms_by_timed_call/{side}", seconds * 1e3, i)
             end = samples[-1] if samples else 0
-            norms = result.get("gradient_norms") or {}
+            norms = result.gradient_norms
             if norms:
                 rows = "\n".join(f"| {layer} | {norm:.4g} |" for layer, norm in norms.items())
                 run.text("gradient_norms", f"| layer | gradient norm |\n|---|---|\n{rows}", end)
             for name in METRICS:
-                run.scalar(name, ttq if name == "time_to_quality" else result.get(name), end)
+                run.scalar(name, ends[name], end)
         return True
 
     def write_references(self, study: Any) -> None:

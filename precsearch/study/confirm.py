@@ -45,14 +45,19 @@ from precsearch.stats import (
     HALF_WIDTH,
     figures_text,
     half_width,
+    instrument_percent,
     ratio_figures,
 )
 from precsearch.stored import (
     baseline_trial,
-    finished,
     fp32_trial,
     is_feasible,
     is_repeat,
+    measured_trials,
+    reason_of,
+    record_confirmation,
+    result_of,
+    status_of,
     stored_policy,
 )
 from precsearch.study.selection import (
@@ -60,7 +65,6 @@ from precsearch.study.selection import (
     bounds,
     choose,
     instrument_error,
-    instrument_percent,
     measure_rounds,
 )
 
@@ -183,11 +187,11 @@ def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[s
     peers: dict[str, dict[str, Any]] = {}
     if glob is not None:
         feasible = glob.state.name == "COMPLETE" and is_feasible(glob)
-        slow = glob.user_attrs.get("status") == "too_slow"
+        slow = status_of(glob) == "too_slow"
         peers["global"] = {
             "trial": glob.number,
             "status": "feasible" if feasible else "too slow" if slow else "infeasible",
-            "reason": "" if feasible else glob.user_attrs.get("reason") or glob.state.name,
+            "reason": "" if feasible else reason_of(glob) or glob.state.name,
         }
     result = executor.run_trial(None, budget, peer=GRAPH_REWRITE)
     status = {"ok": "feasible", "too_slow": "too slow"}.get(result.status, "infeasible")
@@ -205,17 +209,18 @@ def _twin(study: Any, winner_trial: Any) -> tuple[Any | None, bool]:
     """The winner's FP32 twin trial (or ``None``), and whether the twin trains like FP32:
     by its own trial, else by the FP32 run the winner's trial was compared with."""
     twin = twin_of(stored_policy(winner_trial))
-    for trial in finished(study):
+    for trial in measured_trials(study):
         if stored_policy(trial) == twin:
             return trial, is_feasible(trial)
-    judged = (winner_trial.user_attrs.get("result") or {}).get("twin") or {}
-    return None, judged.get("status") == "ok"
+    result = result_of(winner_trial)
+    return None, bool(result) and result.twin.get("status") == "ok"
 
 
 def _time_to_quality(trial: Any, speedup: dict[str, Any]) -> dict[str, Any]:
     """The answer's wall time to FP32's quality against FP32's, on the confirmed speed:
     its trial's samples to the quality target over FP32's, times the confirmed ratio."""
-    ttq = (trial.user_attrs.get("result") or {}).get("time_to_quality") or {}
+    result = result_of(trial)
+    ttq = result.time_to_quality if result else {}
     out = {"outcome": ttq.get("outcome", "not measured"), "trace_s": ttq.get("trace_s")}
     if ttq.get("samples") and ttq.get("fp32_samples"):
         out["samples_ratio"] = ttq["fp32_samples"] / ttq["samples"]
@@ -327,5 +332,5 @@ def confirm(
         measured={"selection": selection.to_dict(), "fresh": fresh.to_dict()},
         seconds=spent,
     )
-    study.set_user_attr("confirmation", record.to_dict())
+    record_confirmation(study, record)
     return record

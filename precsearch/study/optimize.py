@@ -23,18 +23,29 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from precsearch.cost_model import predicted, rejection
 from precsearch.errors import StorageError, TrialFailed, one_line
 from precsearch.records import Budget, TrialResult
 from precsearch.stored import (
+    answered_by_probes,
+    baseline_of,
     best_feasible_low,
+    enqueue_twin,
     fp32_result,
+    has_result,
     is_feasible,
     is_repeat,
+    mark_answered_by_probes,
+    mark_repeat,
     named_constraints,
+    reason_of,
+    record_result,
+    record_worker,
+    result_of,
     set_constraints,
+    status_of,
 )
 from precsearch.study.options import SearchOptions
-from precsearch.study.probe import predicted, rejection
 from precsearch.study.space import SearchSpace
 from precsearch.study.storage import redact, storage_failure
 
@@ -95,9 +106,9 @@ class Progress:
         if len(measured) >= self.space_size:
             self.exhausted = True
             study.stop()
-        if trial.user_attrs.get("probe_rejected"):
+        if answered_by_probes(trial):
             self.rejected += 1
-        if is_repeat(trial) or trial.user_attrs.get("probe_rejected"):
+        if is_repeat(trial) or answered_by_probes(trial):
             # Neither ran: a repeat has its earlier figures, a rejection the probes'.
             self.repeats += 1
             if self.repeats >= MAX_REPEATS:  # the sampler is stuck on what it measured
@@ -111,12 +122,13 @@ class Progress:
         self._line(trial)
 
     def _line(self, trial: Any) -> None:
-        judging = ((trial.user_attrs.get("result") or {}).get("numerics") or {}).get("judging")
+        result = result_of(trial)
+        judging = result.numerics.get("judging") if result else None
         if judging and judging not in self.notes:
             # What the budget cannot judge, said once, before the trials it shapes.
             self.notes.append(judging)
             print(f"note: {judging}", file=self.stream, flush=True)
-        status = trial.user_attrs.get("status", trial.state.name.lower())
+        status = status_of(trial)
         if (
             is_feasible(trial)
             and trial.values
@@ -130,10 +142,10 @@ class Progress:
         if trial.values:
             # The measured gap: a trial stopped before it was judged has none (its
             # objective value is inf).
-            gap = (trial.user_attrs.get("result") or {}).get("fidelity_gap")
+            gap = result.fidelity_gap if result else None
             finite = isinstance(gap, float | int) and math.isfinite(gap)
             what += f" speedup {trial.values[0]:5.2f}x gap {f'{gap:7.2f}' if finite else '-':>7}"
-        reason = trial.user_attrs.get("reason", "")
+        reason = reason_of(trial)
         best = f"{self.best:.2f}x" if self.best is not None else "none yet"
         line = f"[{bar}] {self.done}/{self.total} {what} | best feasible {best}"
         if reason:
@@ -177,46 +189,40 @@ def make_objective(
     def objective(trial: Any) -> tuple[float, ...]:
         from optuna.trial import TrialState
 
-        trial.set_user_attr("host", host)
-        trial.set_user_attr("pid", pid)
-        trial.set_user_attr("sampler_seed", seed)
+        record_worker(trial, host, pid, seed)
         policy = space.suggest(trial)
         key = _params_key(trial.params)
         for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if _params_key(done.params) == key and "result" in done.user_attrs:
+            if _params_key(done.params) == key and has_result(done):
                 # The same policy again (samplers repeat themselves in small spaces):
                 # its measurement stands; re-running would only cost time.
-                for attr in ("result", "status", "reason"):
-                    trial.set_user_attr(attr, done.user_attrs.get(attr, ""))
-                trial.set_user_attr("duplicate_of", done.number)
+                mark_repeat(trial, done)
                 set_constraints(trial, named_constraints(done))
                 return tuple(done.values)
-        ruled = "" if "baseline" in trial.user_attrs else rejection(probes, trial.params)
+        baseline = baseline_of(trial) != ""
+        ruled = "" if baseline else rejection(probes, trial.params)
         if ruled:
             result = TrialResult(
                 policy=policy.to_dict(), status="too_slow", reason=ruled,
                 speedup=predicted(probes, trial.params), numerics={"probe_rejected": True},
             )  # fmt: skip
-            trial.set_user_attr("probe_rejected", True)
+            mark_answered_by_probes(trial)
         else:
             # A trial confidently slower than the best feasible one cannot be the answer:
             # it stops after its first blocks. The baselines are held to FP32's speed only:
             # the global recipe's own verdict is a figure the report shows.
-            bar = 1.0 if "baseline" in trial.user_attrs else best_feasible_low(trial.study)
+            bar = 1.0 if baseline else best_feasible_low(trial.study)
             result = executor.run_trial(policy, replace(budget, stop_below=bar))
-        trial.set_user_attr("result", result.to_dict(max_points=MAX_CURVE_POINTS))
-        trial.set_user_attr("status", result.status)
-        trial.set_user_attr("reason", result.reason)
+        record_result(trial, result, MAX_CURVE_POINTS)
         if result.status == "failed":
             raise TrialFailed(result.reason, result.numerics.get("detail", ""))
         twin = space.twin(dict(trial.params))
-        own = (policy.batch_size, policy.jit_compile) == (
+        at_users_setting = (policy.batch_size, policy.jit_compile) == (
             space.info["batch_size"], bool(space.info.get("jit_compile", False)))  # fmt: skip
-        if result.status == "ok" and twin is not None and not own:
+        if result.status == "ok" and twin is not None and not at_users_setting:
             # FP32 at this batch size and XLA setting is a candidate too: the answer must
             # not be beaten by its own decomposition.
-            trial.study.enqueue_trial(twin, user_attrs={"twin_of": trial.number},
-                                      skip_if_exists=True)  # fmt: skip
+            enqueue_twin(trial.study, twin, trial.number)
         ref = reference(trial.study)
         values, constraints = [], {}
         for plugin in objectives:

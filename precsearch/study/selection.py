@@ -29,7 +29,6 @@ __all__ = [
     "bounds",
     "choose",
     "instrument_error",
-    "instrument_percent",
     "measure_rounds",
 ]
 
@@ -44,12 +43,6 @@ def instrument_error(measured: Measurement) -> float:
     (``null`` over ``fp32``) is from 1, either way."""
     logs = log_ratios(measured.rates["null"], measured.rates["fp32"])
     return math.exp(abs(sum(logs) / len(logs)))
-
-
-def instrument_percent(null: dict[str, Any]) -> float:
-    """The A/A figures as one error in percent: the farthest its 95% interval reaches
-    from 1, either way."""
-    return max(abs(null["low"] - 1), abs(null["high"] - 1)) * 100
 
 
 def bounds(measured: Measurement, label: str, alpha: float) -> tuple[float, float]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from precsearch.errors import UserInputError, causes, missing_module, one_line
 from precsearch.files import write_text_atomic
+from precsearch.stored import store_reference, stored_references, worker_of
 
 __all__ = [
     "fail_stale_trials",
@@ -26,7 +27,6 @@ __all__ = [
     "open_storage",
     "SharedReferences",
     "create_or_load",
-    "stored_references",
     "open_study",
     "redact",
     "storage_failure",
@@ -144,7 +144,7 @@ def fail_stale_trials(study: Any, journal: bool, grace: float = STARTING_GRACE_S
     storage = study._storage
     retry = getattr(storage, "get_heartbeat_stale_trial_callback", lambda: None)()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        owner, pid = trial.user_attrs.get("host"), trial.user_attrs.get("pid")
+        owner, pid = worker_of(trial)
         if owner is None:
             started = trial.datetime_start
             if not journal or started is None or (now - started).total_seconds() < grace:
@@ -210,8 +210,6 @@ class SharedReferences:
     folder before its first trial.
     """
 
-    PREFIX = "reference:"
-
     def __init__(self, study: Any, work_dir: Path) -> None:
         self.study = study
         self.work_dir = Path(work_dir)
@@ -222,7 +220,7 @@ class SharedReferences:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         count = 0
         for name, value in stored_references(self.study).items():
-            self._stored.add(self.PREFIX + name)
+            self._stored.add(name)
             path = self.work_dir / name
             if not path.exists():
                 write_text_atomic(path, json.dumps(value))
@@ -232,21 +230,9 @@ class SharedReferences:
     def upload(self) -> None:
         """Store the work folder's runs that the study does not have yet."""
         for path in sorted(self.work_dir.glob("reference_*.json")):
-            key = self.PREFIX + path.name
-            if key not in self._stored:
-                self.study.set_user_attr(key, json.loads(path.read_text()))
-                self._stored.add(key)
+            if path.name not in self._stored:
+                store_reference(self.study, path.name, json.loads(path.read_text()))
+                self._stored.add(path.name)
 
     def __call__(self, study: Any, trial: Any) -> None:
         self.upload()
-
-
-def stored_references(study: Any) -> dict[str, dict[str, Any]]:
-    """The FP32 reference runs a study holds (:class:`SharedReferences`): cache file
-    name to the :class:`~precsearch.records.Reference` JSON form."""
-    prefix = SharedReferences.PREFIX
-    return {
-        key[len(prefix) :]: value
-        for key, value in study.user_attrs.items()
-        if key.startswith(prefix)
-    }
