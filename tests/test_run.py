@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from helpers import MODELS, run_cli
 
+from precsearch.app import files as files_module
 from precsearch.app import run as run_module
 from precsearch.errors import TrialFailed
 from precsearch.records import ModelInfo
@@ -22,12 +23,12 @@ def test_one_file_that_fails_does_not_keep_the_others_from_being_written(tmp_pat
     def broken(study, path):
         raise ValueError("a figure the table cannot hold")
 
-    monkeypatch.setattr(run_module, "write_trials_csv", broken)
-    monkeypatch.setattr(run_module, "write_report", lambda study, path: path)
+    monkeypatch.setattr(files_module, "write_trials_csv", broken)
+    monkeypatch.setattr(files_module, "write_report", lambda study, path: path)
     run = run_module.prepare_run(
         Path(__file__).parent / "models" / "mlp.py", SearchOptions(out=str(tmp_path))
     )
-    failure = run_module._write_files(run, study=None, logs=Logs())
+    failure = files_module.write_study_files(None, run.study_dir, run.paths, Logs())
     assert failure == (
         "writing the study's files failed (trials.csv: ValueError: a figure the table cannot hold)"
     )

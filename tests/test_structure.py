@@ -75,6 +75,70 @@ def test_no_import_circle_among_the_package_modules():
     assert find_cycle(edges) is None, " -> ".join(find_cycle(edges))
 
 
+# The package's layers, top to bottom: a module imports only from layers below its own
+# (or from its own subpackage). Units in one layer import nothing of each other: the
+# Optuna side and results/ are peers, and so are results/ and the engine.
+LAYERS = (
+    ("precsearch.__main__",),
+    ("precsearch", "precsearch.cli"),
+    ("precsearch.app",),  # a whole study: above both sides
+    ("precsearch.testing", "precsearch.builtins"),  # contract suites, built-in plugins
+    ("precsearch.study",),  # Optuna's side; its executors drive the engine
+    ("precsearch.results", "precsearch.engine"),
+    ("precsearch.cost_model",),  # the probes' record read back
+    ("precsearch.stored",),  # every stored key, and the trial readers
+    ("precsearch.plugins", "precsearch.loaders", "precsearch.space"),
+    ("precsearch.policy",),
+    ("precsearch.records", "precsearch.stats", "precsearch.hardware", "precsearch.files"),
+    ("precsearch.errors", "precsearch._version"),
+)
+
+
+def unit_of(module: str) -> str:
+    """``precsearch.study.optimize`` -> ``precsearch.study``; top-level modules are units."""
+    return ".".join(module.split(".")[:2])
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Every import that does not point to a lower layer (or stays in its own unit)."""
+    rank = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+    found = []
+    for module, imported in sorted(edges.items()):
+        here = unit_of(module)
+        for target in sorted(imported):
+            there = unit_of(target)
+            if there != here and rank[there] <= rank[here]:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_the_layer_checker_finds_an_import_that_points_up_or_sideways():
+    edges = {"precsearch.stored": {"precsearch.study.trials"}}
+    assert upward_imports(edges) == ["precsearch.stored -> precsearch.study.trials"]
+    sideways = {"precsearch.results.export": {"precsearch.study.probe"}}
+    assert upward_imports(sideways) == ["precsearch.results.export -> precsearch.study.probe"]
+    assert upward_imports({"precsearch.app.run": {"precsearch.study.probe"}}) == []
+
+
+def test_every_module_sits_in_a_layer_and_imports_only_below_it():
+    edges = graph()
+    units = {unit_of(name) for name in edges}
+    assert units == {unit for layer in LAYERS for unit in layer}
+    # The package root loads the notebook API lazily (import precsearch stays light).
+    edges["precsearch"] = edges["precsearch"] - {"precsearch.app.api"}
+    assert upward_imports(edges) == []
+
+
+def test_study_and_results_import_nothing_of_each_other():
+    crossing = [
+        f"{name} -> {target}"
+        for name, imported in graph().items()
+        for target in imported
+        if {unit_of(name), unit_of(target)} == {"precsearch.study", "precsearch.results"}
+    ]
+    assert crossing == []
+
+
 def test_records_and_plugin_bases_import_nothing_of_the_engine():
     edges = graph()
     for name, imported in edges.items():

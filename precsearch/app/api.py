@@ -8,7 +8,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from precsearch.app.run import export_winner, make_executor, run_study
+from precsearch.app.files import export_winner
+from precsearch.app.run import make_executor, run_study
 from precsearch.errors import UserInputError
 from precsearch.loaders import spec_from_callables
 from precsearch.policy import Policy

@@ -25,11 +25,11 @@ import os
 import re
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from precsearch.app.files import export_winner, write_study_files
 from precsearch.errors import TrialFailed, UserInputError, one_line
 from precsearch.hardware import describe_fingerprint, fingerprint
 from precsearch.plugins import create, get
@@ -40,10 +40,7 @@ from precsearch.records import (
     ModelSpec,
     SpaceOptions,
     TrialResult,
-    Winner,
 )
-from precsearch.results.export import best_policy_with_manifest, write_trials_csv
-from precsearch.results.html_report import write_report
 from precsearch.results.tensorboard_logs import TensorBoardLog
 from precsearch.stored import (
     enqueue_baseline,
@@ -120,32 +117,6 @@ class _Run:
     @property
     def source(self) -> str:
         return str(self.model_path) if self.model_path else self.spec.source
-
-
-def export_winner(
-    study: Any,
-    directory: Path,
-    exporters: list[str],
-    model_exports: Callable[[Any, list[str]], Any],
-) -> dict[str, Path]:
-    """Run exporter plugins on the confirmed best policy; return what they wrote.
-
-    Exporters that need the trained model go through ``model_exports(policy, names)``
-    (a worker trains the policy for the budget once for all of them); the others get
-    the study here.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    best = best_policy_with_manifest(study)
-    written: list[Path] = []
-    needs_model = [
-        spec for spec in exporters if get("exporter", spec.partition("=")[0]).needs_model
-    ]
-    for spec in exporters:
-        if spec not in needs_model:
-            written += create("exporter", spec).export(Winner(policy=best, study=study), directory)
-    if needs_model:
-        written += [Path(p) for p in model_exports(best, needs_model)]
-    return {path.name: path for path in written}
 
 
 def make_executor(
@@ -294,28 +265,6 @@ def _confirm_and_export(run: _Run, study: Any, executor: Executor) -> str:
     return record.verdict
 
 
-def _write_files(run: _Run, study: Any, logs: TensorBoardLog) -> str:
-    """trials.csv, the TensorBoard runs (earlier trials too, on a resume) and
-    report.html; what went wrong writing them, if anything.
-
-    Each file is written whatever happened to the others: they are what the trials
-    measured, and one that fails (a full disk, a figure a report cannot draw) must not
-    take the rest with it.
-    """
-    writers = {
-        "trials.csv": lambda: write_trials_csv(study, run.study_dir / "trials.csv"),
-        "tensorboard": lambda: logs.write_all(study),
-        "report.html": lambda: write_report(study, run.study_dir / "report.html"),
-    }
-    failed = []
-    for name, write in writers.items():
-        try:
-            run.paths[name] = write()
-        except Exception as exc:  # noqa: BLE001 - the study's last files: keep going
-            failed.append(f"{name}: {one_line(exc)}")
-    return f"writing the study's files failed ({'; '.join(failed)})" if failed else ""
-
-
 def space_for(info: ModelInfo, options: SearchOptions) -> SearchSpace:
     """The search space the options give for the model."""
     space_options = SpaceOptions(
@@ -323,6 +272,26 @@ def space_for(info: ModelInfo, options: SearchOptions) -> SearchSpace:
         dtypes=options.dtypes, lr_rule=options.lr_rule,
     )  # fmt: skip
     return SearchSpace(info.to_dict(), space_options, options.dimensions)
+
+
+def _ready_study(
+    run: _Run, storage: Any, space: SearchSpace, info: ModelInfo
+) -> tuple[Any, SharedReferences]:
+    """The study opened (or created, its baselines enqueued), the FP32 references other
+    machines stored written here, the trials of a killed run failed; and the callback
+    that shares this machine's references."""
+    study, created = _open_search(run, storage, space, info)
+    share = SharedReferences(study, run.study_dir / "work")
+    share.download()
+    journal = run.options.storage is None or "://" not in run.options.storage
+    stale = fail_stale_trials(study, journal=journal)
+    run.notes += [*space.options.notes, *info.notes()]
+    if stale:
+        run.notes.append(f"marked trials {stale} failed: their run was killed")
+    if created:  # only the process that created the study: creators may race
+        for label, params in space.baselines():
+            enqueue_baseline(study, params, label)
+    return study, share
 
 
 def run_study(
@@ -359,19 +328,8 @@ def run_study(
     verdict = failure = ""
     try:
         executor.start()
-        info = executor.model_info
-        space = space_for(info, options)
-        study, created = _open_search(run, storage, space, info)
-        share = SharedReferences(study, run.study_dir / "work")
-        share.download()
-        journal = options.storage is None or "://" not in options.storage
-        stale = fail_stale_trials(study, journal=journal)
-        run.notes += [*space.options.notes, *info.notes()]
-        if stale:
-            run.notes.append(f"marked trials {stale} failed: their run was killed")
-        if created:  # only the process that created the study: creators may race
-            for label, params in space.baselines():
-                enqueue_baseline(study, params, label)
+        space = space_for(executor.model_info, options)
+        study, share = _ready_study(run, storage, space, executor.model_info)
         before = {
             t.number for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING
         }
@@ -391,7 +349,7 @@ def run_study(
             executor.close()
         if study is not None:
             # Whatever went wrong above, what the trials measured reaches the files.
-            written = _write_files(run, study, logs)
+            written = write_study_files(study, run.study_dir, run.paths, logs)
             failure = "; ".join(filter(None, [failure, written]))
     results = results_that_ran(
         t for t in study.get_trials(deepcopy=False) if t.number not in before

@@ -138,48 +138,65 @@ def report(
             best.update(answer="winner", speedup_vs_fp32=vs, batch_size=winner.batch_size,
                         jit_compile=winner.jit_compile)  # fmt: skip
     if best["answer"] == "winner":
-        config, low = _config_words(winner, base), _precision_words(winner)
-        vs = best["speedup_vs_fp32"]
-        if "best_fp32" in measured.rates:
-            precision = ratio_figures(measured.rates["best"], measured.rates["best_fp32"])
-            twin = ratio_figures(measured.rates["best_fp32"], fp32)
-            best["precision"], best["config"] = precision, twin
-            if precision["high"] < 1 and twin_feasible:
-                best.update(answer="twin", speedup_vs_fp32=twin, replaced=vs)
-                verdict = (
-                    f"FP32 at {config}: {figures_text(twin)} FP32; {low} there costs "
-                    f"{_percent(precision['estimate'])} ({figures_text(precision)}), so it "
-                    "is left out"
-                )
-            else:
-                verdict = f"{figures_text(vs)} FP32 = {precision['estimate']:.2f}x from {low}"
-                verdict += f" x {twin['estimate']:.2f}x from {config}"
-        elif low == "float32":
-            best["config"] = vs
-            verdict = f"{figures_text(vs)} FP32, all from {config} (no low precision)"
-        else:
-            best["precision"] = vs
-            verdict = f"{figures_text(vs)} FP32, all from {low}"
-        if "global" in measured.rates:
-            best["speedup_vs_global_mixed"] = ratio_figures(
-                measured.rates["best_fp32" if best["answer"] == "twin" else "best"],
-                measured.rates["global"],
-            )
+        verdict = _decompose(measured, winner, base, best, twin_feasible)
         verdict += f"; a copy of FP32 measures {figures_text(null)} ({instrument})"
     else:
         # The answer is the user's own training: no ratio to quote (the copy's figures
         # are the instrument's error, in ``null_vs_fp32``, not FP32's speed over itself).
         best["speedup_vs_fp32"] = None
         verdict += f"your FP32 training is the answer ({instrument}): nothing confirmed faster"
+    return best, verdict + _peers_text(peers)
+
+
+def _decompose(
+    measured: Measurement, winner: Policy, base: Policy, best: dict[str, Any], twin_feasible: bool
+) -> str:
+    """A repeated winner's verdict: its speed as precision times batch size and XLA,
+    or its FP32 twin where the precision part is confidently below 1 (``best`` is
+    filled in with the parts)."""
+    config, low = _config_words(winner, base), _precision_words(winner)
+    vs = best["speedup_vs_fp32"]
+    fp32 = measured.rates["fp32"]
+    if "best_fp32" in measured.rates:
+        precision = ratio_figures(measured.rates["best"], measured.rates["best_fp32"])
+        twin = ratio_figures(measured.rates["best_fp32"], fp32)
+        best["precision"], best["config"] = precision, twin
+        if precision["high"] < 1 and twin_feasible:
+            best.update(answer="twin", speedup_vs_fp32=twin, replaced=vs)
+            verdict = (
+                f"FP32 at {config}: {figures_text(twin)} FP32; {low} there costs "
+                f"{_percent(precision['estimate'])} ({figures_text(precision)}), so it "
+                "is left out"
+            )
+        else:
+            verdict = f"{figures_text(vs)} FP32 = {precision['estimate']:.2f}x from {low}"
+            verdict += f" x {twin['estimate']:.2f}x from {config}"
+    elif low == "float32":
+        best["config"] = vs
+        verdict = f"{figures_text(vs)} FP32, all from {config} (no low precision)"
+    else:
+        best["precision"] = vs
+        verdict = f"{figures_text(vs)} FP32, all from {low}"
+    if "global" in measured.rates:
+        best["speedup_vs_global_mixed"] = ratio_figures(
+            measured.rates["best_fp32" if best["answer"] == "twin" else "best"],
+            measured.rates["global"],
+        )
+    return verdict
+
+
+def _peers_text(peers: dict[str, dict[str, Any]]) -> str:
+    """``; global mixed recipe 0.80x (...) of FP32; TensorFlow's graph rewrite ...``."""
+    text = ""
     for name, peer in peers.items():
         label = "global mixed recipe" if name == "global" else "TensorFlow's graph rewrite"
         if peer.get("vs_fp32"):
-            verdict += f"; {label} {figures_text(peer['vs_fp32'])} of FP32"
+            text += f"; {label} {figures_text(peer['vs_fp32'])} of FP32"
         else:
-            verdict += f"; {label} {peer['status']}" + (
+            text += f"; {label} {peer['status']}" + (
                 f" ({peer['reason']})" if peer.get("reason") else ""
             )
-    return best, verdict
+    return text
 
 
 def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[str, Any]]:
@@ -228,6 +245,61 @@ def _time_to_quality(trial: Any, speedup: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _candidates(study: Any, base: Policy, top: int) -> tuple[list[str], dict[str, Any]]:
+    """The selection's candidates: the ``top`` fastest Pareto trials that are not FP32,
+    and the global recipe where it trains like FP32; their labels and trials by label."""
+    front = [t for t in study.best_trials if not is_repeat(t) and stored_policy(t) != base]
+    chosen = sorted(front, key=lambda t: -t.values[0])[:top]
+    glob = baseline_trial(study, "global_")
+    if glob is not None and is_feasible(glob) and glob not in chosen:
+        chosen.append(glob)  # the global recipe competes too, when it trains like FP32
+    labels = [f"c{i}" for i in range(len(chosen))]
+    return labels, dict(zip(labels, chosen, strict=True))
+
+
+def _fresh_configs(
+    study: Any, base: Policy, winner_trial: Any | None, peers: dict[str, dict[str, Any]]
+) -> tuple[list[tuple[str, Policy | None]], Any | None, bool]:
+    """What the fresh rounds time: FP32 and its copy, the winner and its FP32 twin, the
+    peers that train like FP32; and the twin's trial and whether it trains like FP32."""
+    configs: list[tuple[str, Policy | None]] = [("fp32", base), ("null", base)]
+    twin_trial, twin_feasible = None, False
+    if winner_trial is not None:
+        winner = stored_policy(winner_trial)
+        configs.append(("best", winner))
+        at_users_setting = (winner.batch_size, winner.jit_compile) == (
+            base.batch_size, base.jit_compile)  # fmt: skip
+        if _precision_words(winner) != "float32" and not at_users_setting:
+            configs.append(("best_fp32", twin_of(winner)))
+            twin_trial, twin_feasible = _twin(study, winner_trial)
+    if peers.get("global", {}).get("status") == "feasible":
+        configs.append(("global", stored_policy(study.trials[peers["global"]["trial"]])))
+    if peers[GRAPH_REWRITE]["status"] == "feasible":
+        configs.append((GRAPH_REWRITE, None))
+    return configs, twin_trial, twin_feasible
+
+
+def _precise(m: Measurement) -> bool:
+    """Whether the fresh rounds read the copy and the winner to within the half width."""
+    shown = [label for label in ("null", "best") if label in m.rates]
+    return all(half_width(ratio_figures(m.rates[x], m.rates["fp32"])) <= HALF_WIDTH for x in shown)
+
+
+def _settle(
+    best: dict[str, Any], base: Policy, fp32: Any, winner_trial: Any | None, twin_trial: Any | None
+) -> tuple[Policy, Any | None]:
+    """The answer's policy and trial by ``best["answer"]``; ``best`` gets the answer's
+    time to FP32's quality, or the winner that did not repeat."""
+    winner = stored_policy(winner_trial) if winner_trial is not None else None
+    answer = {"fp32": base, "winner": winner, "twin": winner and twin_of(winner)}[best["answer"]]
+    best_trial = {"fp32": fp32, "winner": winner_trial, "twin": twin_trial}[best["answer"]]
+    if winner_trial is not None and best["answer"] == "fp32":
+        best["not_repeated"] = {"trial": winner_trial.number}
+    if best_trial is not None and best["answer"] != "fp32":
+        best["time_to_quality"] = _time_to_quality(best_trial, best["speedup_vs_fp32"])
+    return answer, best_trial
+
+
 def confirm(
     study: Any,
     executor: Any,
@@ -261,21 +333,15 @@ def confirm(
     seed = int(np.random.SeedSequence(seed).entropy % 2**32) if seed is None else seed
     rng = np.random.default_rng(seed)
     base = stored_policy(fp32)
-    front = [t for t in study.best_trials if not is_repeat(t) and stored_policy(t) != base]
-    chosen = sorted(front, key=lambda t: -t.values[0])[:top]
-    glob = baseline_trial(study, "global_")
-    if glob is not None and is_feasible(glob) and glob not in chosen:
-        chosen.append(glob)  # the global recipe competes too, when it trains like FP32
-    labels = [f"c{i}" for i in range(len(chosen))]
+    labels, by_label = _candidates(study, base, top)
     configs = [("fp32", base), ("null", base)]
-    configs += [(label, stored_policy(t)) for label, t in zip(labels, chosen, strict=True)]
+    configs += [(label, stored_policy(t)) for label, t in by_label.items()]
     spent, start = {}, time.perf_counter()
     selection = measure_rounds(
         executor, configs, rng, block, seconds, lambda m: choose(m, labels).decided, clock
     )
     spent["selection"] = time.perf_counter() - start
     chosen_by = choose(selection, labels)
-    by_label = dict(zip(labels, chosen, strict=True))
     candidates = [
         {**entry, "trial": by_label[entry["label"]].number} for entry in chosen_by.candidates
     ]
@@ -283,36 +349,15 @@ def confirm(
     start = time.perf_counter()
     peers = _peer_records(study, executor, budget)
     spent["peers"] = time.perf_counter() - start
-    configs = [("fp32", base), ("null", base)]
     winner_trial = by_label[chosen_by.winner] if chosen_by.winner else None
     winner = stored_policy(winner_trial) if winner_trial else None
-    twin_trial, twin_feasible = (None, False)
-    if winner is not None:
-        configs.append(("best", winner))
-        same = (winner.batch_size, winner.jit_compile) == (base.batch_size, base.jit_compile)
-        if _precision_words(winner) != "float32" and not same:
-            configs.append(("best_fp32", twin_of(winner)))
-            twin_trial, twin_feasible = _twin(study, winner_trial)
-    if peers.get("global", {}).get("status") == "feasible":
-        configs.append(("global", stored_policy(study.trials[peers["global"]["trial"]])))
-    if peers[GRAPH_REWRITE]["status"] == "feasible":
-        configs.append((GRAPH_REWRITE, None))
-
-    def precise(m: Measurement) -> bool:
-        shown = [label for label in ("null", "best") if label in m.rates]
-        return all(half_width(ratio_figures(m.rates[x], m.rates["fp32"])) <= HALF_WIDTH
-                   for x in shown)  # fmt: skip
+    configs, twin_trial, twin_feasible = _fresh_configs(study, base, winner_trial, peers)
 
     start = time.perf_counter()
-    fresh = measure_rounds(executor, configs, rng, block, seconds, precise, clock)
+    fresh = measure_rounds(executor, configs, rng, block, seconds, _precise, clock)
     spent["fresh"] = time.perf_counter() - start
     best, verdict = report(fresh, winner, base, peers, twin_feasible)
-    answer = {"fp32": base, "winner": winner, "twin": winner and twin_of(winner)}[best["answer"]]
-    best_trial = {"fp32": fp32, "winner": winner_trial, "twin": twin_trial}[best["answer"]]
-    if winner_trial is not None and best["answer"] == "fp32":
-        best["not_repeated"] = {"trial": winner_trial.number}
-    if best_trial is not None and best["answer"] != "fp32":
-        best["time_to_quality"] = _time_to_quality(best_trial, best["speedup_vs_fp32"])
+    answer, best_trial = _settle(best, base, fp32, winner_trial, twin_trial)
     record = Confirmation(
         rounds={"selection": len(selection.orders), "fresh": len(fresh.orders)},
         block=block,

@@ -167,7 +167,7 @@ def make_objective(
 ) -> Callable[[Any], tuple[float, ...]]:
     """The Optuna objective: suggest a policy, run it in the executor, score it.
 
-    A policy with a dtype the probes ruled out (:func:`precsearch.study.probe.rejection`)
+    A policy with a dtype the probes ruled out (:func:`precsearch.cost_model.rejection`)
     is answered ``too_slow`` without running, its speedup the probes' prediction
     (``probe_rejected`` in its result's numerics); the baselines always run.
 
@@ -180,7 +180,7 @@ def make_objective(
     reference_cache: dict[str, TrialResult] = {}
 
     def reference(study: Any) -> TrialResult | None:
-        # The FP32 baseline trial once it completed (study.trials.fp32_trial's rule);
+        # The FP32 baseline trial once it completed (precsearch.stored.fp32_trial's rule);
         # it does not change after that.
         if "fp32" not in reference_cache and (found := fp32_result(study)) is not None:
             reference_cache["fp32"] = found
@@ -223,22 +223,30 @@ def make_objective(
             # FP32 at this batch size and XLA setting is a candidate too: the answer must
             # not be beaten by its own decomposition.
             enqueue_twin(trial.study, twin, trial.number)
-        ref = reference(trial.study)
-        values, constraints = [], {}
-        for plugin in objectives:
-            constraint = plugin.constraint(result, ref)
-            if constraint is not None:
-                constraints[plugin.name] = float(constraint)
-            if plugin.direction is None:
-                continue
-            value = plugin.value(result, ref)
-            if value is None or math.isnan(value):
-                value = -math.inf if plugin.direction == "maximize" else math.inf
-            values.append(float(value))
+        values, constraints = _score(objectives, result, reference(trial.study))
         set_constraints(trial, constraints)
-        return tuple(values)
+        return values
 
     return objective
+
+
+def _score(
+    objectives: list[Any], result: TrialResult, reference: TrialResult | None
+) -> tuple[tuple[float, ...], dict[str, float]]:
+    """Each objective plugin's value (those with a direction; a missing or NaN value,
+    which Optuna refuses, is ``inf`` in its worse direction) and constraints by name."""
+    values, constraints = [], {}
+    for plugin in objectives:
+        constraint = plugin.constraint(result, reference)
+        if constraint is not None:
+            constraints[plugin.name] = float(constraint)
+        if plugin.direction is None:
+            continue
+        value = plugin.value(result, reference)
+        if value is None or math.isnan(value):
+            value = -math.inf if plugin.direction == "maximize" else math.inf
+        values.append(float(value))
+    return tuple(values), constraints
 
 
 def search_trials(

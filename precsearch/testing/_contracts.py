@@ -16,6 +16,7 @@ from precsearch.loaders import CONFIG_KEYS
 from precsearch.plugins import GROUPS, Dimension, Exporter, Loader, Objective, available
 from precsearch.policy import Policy
 from precsearch.records import ModelSpec, SpaceOptions, StepStats, TrialResult, Winner
+from precsearch.stored import record_result
 from precsearch.study.space import SearchSpace
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -248,8 +249,7 @@ class ExporterContract(_Contract):
 
         study = optuna.create_study(directions=["maximize", "minimize"])
         trial = study.ask()
-        trial.set_user_attr("result", sample_result("ok").to_dict())
-        trial.set_user_attr("status", "ok")
+        record_result(trial, sample_result("ok"), max_points=100)
         trial.set_constraint("fidelity", -0.6)
         study.tell(trial, [1.25, 0.4])
         return Winner(policy=policy, study=study)
