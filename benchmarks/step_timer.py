@@ -19,8 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-import run
-from run import ROOT, markdown_table, write_results
+from pages import RESULTS, ROOT, Pages, markdown_table
 
 from precsearch import Policy
 from precsearch.engine.instrument import step
@@ -31,7 +30,8 @@ from precsearch.records import Budget
 ROUNDS, STEPS = 5, 30
 
 
-def step_timer() -> None:
+def step_timer(pages: Pages) -> None:
+    """The timer's steps against a plain loop, in rounds; the page ``step_timer``."""
     runner = Runner(load_model_file(ROOT / "tests" / "models" / "mlp.py"), budget=Budget())
     model = runner.problem.model_for(Policy(), seed=0)
     iterator = iter(runner.problem.dataset(32, seed=0))
@@ -75,7 +75,7 @@ def step_timer() -> None:
         f"{ROUNDS} rounds of {STEPS} timed steps of the shared test model (batch 32, FP32), "
         "each against as many plain train-function calls.\n"
     )
-    write_results(
+    pages.write(
         "step_timer", rows, "Step timer: its cost beyond the step", [intro, *table, verdict],
         machine=False,
     )  # fmt: skip
@@ -83,13 +83,13 @@ def step_timer() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=run.RESULTS)
+    parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    run.RESULTS = args.results.resolve()
-    run.RESULTS.mkdir(parents=True, exist_ok=True)
-    step_timer()
-    print(f"wrote {run.RESULTS / 'step_timer.md'}")
+    pages = Pages(args.results.resolve())
+    pages.folder.mkdir(parents=True, exist_ok=True)
+    step_timer(pages)
+    print(f"wrote {pages.folder / 'step_timer.md'}")
 
 
 if __name__ == "__main__":
