@@ -10,6 +10,10 @@ import csv
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pages import Pages
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -209,3 +213,10 @@ def update_readme() -> None:
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     README.write_text(head + results_section() + tail)
+
+
+def readme_step(pages: Pages) -> None:
+    """The ``readme`` experiment of ``run.py``: README.md's Results come from
+    benchmarks/results/ whatever folder ``pages`` writes to (``--results``): another
+    machine's folder is not the README's."""
+    update_readme()
