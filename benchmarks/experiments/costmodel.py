@@ -18,9 +18,10 @@ from experiments.shared import (
     started_worker,
     vs_fp32,
 )
+from precsearch.cost_model import predicted
 from precsearch.records import Measurement
 from precsearch.stats import figures_text
-from precsearch.study.probe import predicted, run_probes
+from precsearch.study.probe import run_probes
 from precsearch.study.space import SearchSpace, SpaceOptions
 
 # Per example, the grouping whose dtype combinations at the user's own batch size and XLA

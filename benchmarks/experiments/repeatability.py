@@ -14,6 +14,7 @@ from experiments.shared import FP32_ANSWER, WORK, fp32_copy_fields, started_work
 from precsearch.records import Budget
 from precsearch.results.report import summarize_policy
 from precsearch.stats import figures_text
+from precsearch.stored import study_record
 from precsearch.study.confirm import confirm
 
 REPEATABILITY = ("wide_mlp", "digits_cnn", "mobilenet_v2")
@@ -32,7 +33,7 @@ def repeatability(pages: Pages) -> None:
     for name in REPEATABILITY:
         folder = WORK / "quality" / name
         study = precsearch.load_study(folder).study
-        budget = Budget(**study.user_attrs["budget"])
+        budget = Budget(**study_record(study, "budget"))
         for repeat in range(2):
             if repeat:
                 time.sleep(30)  # a different time, as well as a different process

@@ -22,10 +22,9 @@ from pages import ROOT
 import precsearch
 from precsearch.records import Budget, Measurement, TrialResult
 from precsearch.results.report import summarize_policy, time_split, ttq_text
-from precsearch.stats import figures_text, ratio_figures
-from precsearch.stored import ran_results
+from precsearch.stats import figures_text, instrument_percent, ratio_figures
+from precsearch.stored import answered_by_probes, results_that_ran, study_record
 from precsearch.study.executors import Worker
-from precsearch.study.selection import instrument_percent
 from precsearch.study.space import SearchSpace, SpaceOptions
 
 STUDIES = ROOT / "studies"
@@ -281,13 +280,13 @@ class StudyTime:
 
 def study_time(study: Any) -> StudyTime:
     """Where a stored study's time went."""
-    results = ran_results(study.trials)
+    results = results_that_ran(study.trials)
     phases, total, share = time_split(results)
     return StudyTime(
-        probes=study.user_attrs.get("probes") or {},
+        probes=study_record(study, "probes") or {},
         results=results,
         phases=phases,
         trials_s=total,
         overhead_share=share,
-        answered_by_probes=sum(bool(t.user_attrs.get("probe_rejected")) for t in study.trials),
+        answered_by_probes=sum(answered_by_probes(t) for t in study.trials),
     )

@@ -10,9 +10,9 @@ from typing import Any
 from pages import Pages, Previous, markdown_table
 
 from experiments.shared import StudyTime, answer_fields, fresh_search, study_time
+from precsearch.cost_model import probe_lines
 from precsearch.results.report import OUTSIDE, outside_trials, time_summary
 from precsearch.stored import confirmation_of, is_repeat
-from precsearch.study.probe import probe_lines
 
 WALL = "mobilenet_v3_small"
 

@@ -19,15 +19,9 @@ from experiments.shared import (
     sampler,
     started_worker,
 )
+from precsearch.cost_model import XLA, predicted, predicted_best, rejection, ruled_out
 from precsearch.results.report import summarize_policy
-from precsearch.study.probe import (
-    XLA,
-    predicted,
-    predicted_best,
-    rejection,
-    ruled_out,
-    run_probes,
-)
+from precsearch.study.probe import run_probes
 
 SAMPLERS = ("tpe", "random")
 TRIALS = (4, 8, 12, 20)
