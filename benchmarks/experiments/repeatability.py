@@ -11,7 +11,7 @@ from pages import Pages, markdown_table
 
 import precsearch
 from experiments.shared import FP32_ANSWER, WORK, fp32_copy_fields, started_worker
-from precsearch.records import Budget
+from precsearch.records import Budget, Confirmation
 from precsearch.results.report import summarize_policy
 from precsearch.stats import figures_text
 from precsearch.stored import study_record
@@ -53,7 +53,7 @@ def repeatability(pages: Pages) -> None:
     pages.write("repeatability", rows, "Repeatability of the confirmation", [INTRO, *table])
 
 
-def _row(name: str, run: int, record: Any) -> dict[str, Any]:
+def _row(name: str, run: int, record: Confirmation) -> dict[str, Any]:
     """One confirmation's answer, as the table shows it."""
     return {
         "example": name,

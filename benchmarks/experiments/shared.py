@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import optuna
 from pages import ROOT
 
 import precsearch
+from precsearch import Policy, SearchResult
 from precsearch.records import Budget, Measurement, TrialResult
 from precsearch.results.report import summarize_policy, time_split, ttq_text
 from precsearch.stats import figures_text, instrument_percent, ratio_figures
@@ -43,7 +46,7 @@ def model_file(example: str) -> Path:
 
 def fresh_search(
     folder: str, example: str, study_name: str | None = None, **options: Any
-) -> tuple[Any, float]:
+) -> tuple[SearchResult, float]:
     """A search of an example from an empty study folder ``WORK/folder/<study_name>``
     (the example's name unless given), progress on stderr: the result and its wall
     seconds. ``options`` are those of ``precsearch.search``."""
@@ -69,11 +72,9 @@ def started_worker(example: str, work: Path, budget: Budget | None = None) -> It
         yield worker
 
 
-def beside_fp32(worker: Worker, policies: list[Any], rounds: int, block: int) -> Measurement:
+def beside_fp32(worker: Worker, policies: list[Policy], rounds: int, block: int) -> Measurement:
     """Rounds of FP32, its copy and the policies as ``c0``, ``c1``... in random orders."""
-    import numpy as np
-
-    base = precsearch.Policy(batch_size=worker.model_info.batch_size,
+    base = Policy(batch_size=worker.model_info.batch_size,
                              jit_compile=worker.model_info.jit_compile)  # fmt: skip
     configs = [("fp32", base), ("null", base), *[(f"c{i}", p) for i, p in enumerate(policies)]]
     rng = np.random.default_rng(len(policies))
@@ -187,11 +188,9 @@ class MeasuredSpace:
         return sorted(self.speed.items(), key=lambda kv: -kv[1])
 
 
-def sampler(name: str, seed: int) -> Any:
+def sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
     """An Optuna sampler as the replays use it: TPE with 3 start-up trials, NSGA-II
     with population 4, random; Optuna's defaults otherwise."""
-    import optuna
-
     samplers = {
         "tpe": lambda: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3),
         "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed, population_size=4),
@@ -208,7 +207,7 @@ def fp32_copy_fields(null_vs_fp32: dict[str, float]) -> dict[str, Any]:
     }
 
 
-def answer_fields(result: Any) -> dict[str, Any]:
+def answer_fields(result: SearchResult) -> dict[str, Any]:
     """A finished search's trials and confirmed answer, as the benchmark tables show them."""
     record = result.confirmation
     policy = result.best_policy
@@ -278,7 +277,7 @@ class StudyTime:
         return self.probes.get("seconds", 0.0)
 
 
-def study_time(study: Any) -> StudyTime:
+def study_time(study: optuna.Study) -> StudyTime:
     """Where a stored study's time went."""
     results = results_that_ran(study.trials)
     phases, total, share = time_split(results)
