@@ -87,7 +87,8 @@ def test_what_the_trials_cannot_separate_is_said_not_guessed():
     fp32_conv = [p for p in grid() if p["dtype:Conv2D"] == "float32"]
     effects = {e["param"]: e for e in group_effects(study_of(fp32_conv * 2, noise=0.05))}
     assert effects["dtype:Conv2D"]["why_not"] == "every timed trial had it in float32"
-    assert effects["dtype:Dense"]["effect"] is not None
+    dense = effects["dtype:Dense"]["effect"]
+    assert dense["low"] < TRUTH["dtype:Dense"] < dense["high"]
 
 
 def test_trials_that_trained_unlike_fp32_are_counted_beside_the_speed():

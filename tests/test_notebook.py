@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from helpers import MODELS
 
+from precsearch import load_policy
+
 NOTEBOOK = Path(__file__).parents[1] / "studies" / "digits_cnn" / "walkthrough.ipynb"
 
 
@@ -37,4 +39,5 @@ def test_the_walkthrough_notebook_runs_search_to_training(tiny_study, tmp_path):
     shown = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
     assert any("precsearch study tiny" in h and "<svg" in h for h in shown)
     assert "final loss" in text and "guard: no trouble" in text
-    assert (tmp_path / "tiny" / "walkthrough_export" / "best_policy.json").is_file()
+    exported = load_policy(tmp_path / "tiny" / "walkthrough_export" / "best_policy.json")
+    assert exported.manifest["study"] == "tiny" and exported.manifest["verdict"]

@@ -139,6 +139,17 @@ def test_study_and_results_import_nothing_of_each_other():
     assert crossing == []
 
 
+def test_only_the_stored_module_reads_or_writes_optunas_attributes():
+    # One module owns every stored key (precsearch/stored.py); the rest ask it.
+    spelt = {
+        name
+        for name, path in module_names().items()
+        if name != "precsearch.stored"
+        and any(word in path.read_text() for word in ("user_attrs", "set_user_attr"))
+    }
+    assert spelt == set()
+
+
 def test_records_and_plugin_bases_import_nothing_of_the_engine():
     edges = graph()
     for name, imported in edges.items():

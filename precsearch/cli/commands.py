@@ -235,11 +235,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         serving_text,
         trials_text,
     )
+    from precsearch.stored import model_layers, study_record
 
     result = load_study(args.study, storage=args.storage, out=args.out)
     study = result.study
     print(f"Study {study.study_name!r}: {trials_text(study)}")
-    print(f"Model file: {study.user_attrs.get('model_file', '?')}")
+    print(f"Model file: {study_record(study, 'model_file') or '?'}")
     print()
     print("Feasible Pareto front (speedup vs FP32):")
     print(pareto_table(study))
@@ -251,7 +252,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         print(f"Answer (fresh rounds): {record.verdict}.")
         policy = result.best_policy
-        layers = (study.user_attrs.get("model_info") or {}).get("layers", [])
+        layers = model_layers(study)
         print(
             f"Best policy (trial {record.best_trial}): batch size {policy.batch_size}, "
             f"XLA {'on' if policy.jit_compile else 'off'}; per layer class:"

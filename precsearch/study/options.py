@@ -24,6 +24,7 @@ from typing import Any
 
 from precsearch.errors import UserInputError
 from precsearch.records import CASTS, GROUP_BY, Budget, parse_dtypes
+from precsearch.stored import study_record
 from precsearch.study.storage import find_study
 
 __all__ = [
@@ -354,7 +355,7 @@ def stored_options(study: Any, **changes: Any) -> SearchOptions:
     Raises:
         UserInputError: A study made by a precsearch that did not store them.
     """
-    shared = study.user_attrs.get("options")
+    shared = study_record(study, "options")
     if shared is None:
         raise UserInputError(
             f"study {study.study_name!r} has no stored options (made by an older precsearch): "
@@ -385,7 +386,7 @@ def worker_options(
         UserInputError: No such study, one made before workers existed, or no model file.
     """
     study, _ = find_study(name, storage, out)
-    path = model_file or study.user_attrs.get("model_file", "")
+    path = model_file or study_record(study, "model_file") or ""
     options = stored_options(
         study, trials=trials, timeout=timeout, storage=storage, out=out, seed=worker_seed(),
         confirm_top=confirm_top, confirm_time=confirm_time, gpu=gpu,
