@@ -89,6 +89,11 @@ class Budget:
         """The JSON form."""
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Budget:
+        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        return cls(**known_fields(cls, data))
+
 
 @dataclass(frozen=True)
 class Fidelity:
@@ -112,6 +117,15 @@ class Fidelity:
     floor: float = 0.02
     metric_floor: float = 0.005
     max_skipped: float = 0.2
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fidelity:
+        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        return cls(**known_fields(cls, data))
 
 
 @dataclass
