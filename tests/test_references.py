@@ -44,7 +44,7 @@ def test_the_model_the_references_traced_is_the_one_trials_are_timed_against(run
 
 def test_a_trial_with_its_own_budget_leaves_the_runner_budget_alone(runner):
     shorter = Budget(steps=8, warmup=1, block=4)
-    result = runner.run_trial(Policy(), budget=shorter)
+    result = runner.try_policy(Policy(), budget=shorter)
     assert result.status == "ok", result.reason
     assert runner.budget == BUDGET
     # The trial was judged at its own budget's samples, against references that long.
@@ -57,10 +57,10 @@ def test_a_candidate_trains_its_fp32_twin_only_when_it_gets_to_be_judged(tmp_pat
     model = load_model_file(MODELS / "nan_in_bf16.py")
     runner = Runner(model, work_dir=tmp_path, budget=BUDGET)
     twins = lambda: sorted(p.name for p in tmp_path.glob("reference_*bs64*"))  # noqa: E731
-    stopped = runner.run_trial(Policy(default="mixed_bfloat16", batch_size=64))
+    stopped = runner.try_policy(Policy(default="mixed_bfloat16", batch_size=64))
     assert stopped.status == "infeasible", stopped.reason  # non-finite at its first step
     assert twins() == [] and not stopped.twin
-    judged = runner.run_trial(Policy(batch_size=64))
+    judged = runner.try_policy(Policy(batch_size=64))
     assert judged.fidelity_gap is not None, judged.reason  # trained to the end, judged
     assert len(twins()) == 1 and judged.twin["status"]
     twin = json.loads((tmp_path / twins()[0]).read_text())
@@ -75,12 +75,12 @@ def test_an_fp32_candidate_is_its_own_twin_and_the_twin_of_later_candidates(tmp_
     monkeypatch.setattr(
         runner.problem, "model_for", lambda p, seed: built.append(p) or model_for(p, seed)
     )
-    fp32 = runner.run_trial(Policy(batch_size=64))
+    fp32 = runner.try_policy(Policy(batch_size=64))
     assert fp32.fidelity_gap is not None, fp32.reason
     assert len(built) == 1  # the candidate alone: no second FP32 run at batch 64
     assert fp32.precision_gap == pytest.approx(0.0, abs=1e-9)  # precision alone: nothing
     (twin,) = tmp_path.glob("reference_*bs64*")
     kept = json.loads(twin.read_text())
     assert kept["curves"][0] == fp32.curve["loss"][: len(kept["curves"][0])]
-    low = runner.run_trial(Policy(default="mixed_bfloat16", batch_size=64))
+    low = runner.try_policy(Policy(default="mixed_bfloat16", batch_size=64))
     assert low.precision_gap is not None and len(built) == 2  # reused, not trained again

@@ -35,3 +35,57 @@ def test_every_line_gets_one_reply_and_the_worker_goes_on():
     assert messages[1] == "not a command: '[\"trial\"]'"
     assert messages[2] == "trial before init"
     assert messages[3].startswith("unknown command 'dance' (expected init, trial,")
+
+
+def test_each_command_and_reply_crosses_as_json_and_each_command_has_one_handler():
+    from precsearch import Policy
+    from precsearch.engine.serve import HANDLERS
+    from precsearch.records import Budget, Fidelity, Measurement, TrialResult
+    from precsearch.records.messages import (
+        COMMANDS,
+        ConfirmCommand,
+        ConfirmReply,
+        ErrorReply,
+        ExportCommand,
+        ExportReply,
+        InitCommand,
+        NumericsCommand,
+        NumericsReply,
+        TrialCommand,
+        TrialReply,
+        read_command,
+    )
+
+    bf16 = Policy(default="mixed_bfloat16").to_dict()
+    exchanges = [
+        (
+            InitCommand("model.py", "model_file", "work", Budget(steps=20), Fidelity(), 64),
+            ErrorReply(error="user_input", message="model.py: no build_model()"),
+        ),
+        (
+            TrialCommand(policy=bf16, budget=Budget(steps=20, stop_below=1.2)),
+            TrialReply(result=TrialResult(policy=bf16, status="ok", speedup=1.5)),
+        ),
+        (
+            ConfirmCommand(
+                configs=[("c0", bf16), ("graph_rewrite", None)], orders=[["c0"]], block=2
+            ),
+            ConfirmReply(measurement=Measurement(rates={"c0": [10.0]}, steps={"c0": 2})),
+        ),
+        (
+            NumericsCommand(configs=[("bf16", bf16)]),
+            NumericsReply(by_label={"bf16": {"loss_error": None, "layer": "dense"}}),
+        ),
+        (
+            ExportCommand(policy=bf16, exporters=["saved_model"], directory="out"),
+            ExportReply(paths=["out/saved_model"], steps=30, final_loss=0.25),
+        ),
+    ]
+    for command, reply in exchanges:
+        line = command.to_line()
+        assert json.loads(line)["cmd"] == command.cmd and line.endswith("\n")
+        assert read_command(line) == command
+        assert command.read_reply(reply.to_line()) == reply
+    assert {type(command) for command, _ in exchanges} == set(COMMANDS.values())
+    # init makes the Runner; every other command is one handler in the worker's table.
+    assert set(HANDLERS) == set(COMMANDS.values()) - {InitCommand}

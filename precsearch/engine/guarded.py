@@ -9,11 +9,14 @@ executor (:class:`precsearch.study.executors.InProcess`) both run trials through
 from __future__ import annotations
 
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING
 
 from precsearch.errors import TrialFailed, UserInputError, is_resource_problem, one_line
 from precsearch.policy import Policy
 from precsearch.records import Budget, TrialResult
+
+if TYPE_CHECKING:
+    from precsearch.engine.runner import Runner
 
 __all__ = ["classify", "run_guarded"]
 
@@ -34,14 +37,16 @@ def classify(exc: BaseException) -> tuple[str, str]:
 
 
 def run_guarded(
-    runner: Any, policy: Policy | None, budget: Budget | None = None, peer: str | None = None
+    runner: Runner, policy: Policy | None, budget: Budget | None = None, peer: str | None = None
 ) -> TrialResult:
-    """Run a trial in this process; any failure but bad user input becomes ``failed``.
+    """Run a trial in this process (:meth:`Runner.try_policy
+    <precsearch.engine.runner.Runner.try_policy>`); any failure but bad user input
+    becomes ``failed``.
 
     Crashes and hangs are not isolated here: a worker process isolates them.
     """
     try:
-        return runner.run_trial(policy, budget, peer=peer)
+        return runner.try_policy(policy, budget, peer=peer)
     except UserInputError:
         raise
     except Exception as exc:

@@ -6,37 +6,44 @@ user's own training for timing (the one its first reference runs traced: tracing
 dominates a trial's set-up, MobileNetV2 ~12 s), keeps the
 :class:`~precsearch.engine.references.References`, and runs on them:
 
-* :meth:`Runner.run_trial` — one trial (:mod:`precsearch.engine.trial`);
-* :meth:`Runner.train` and :meth:`Runner.export` — the winner trained for the budget
-  and handed to model exporters.
-
-The confirmation's measurement runs on a Runner too (:func:`precsearch.engine.measure.measure`).
+* :meth:`Runner.try_policy` — one trial (:mod:`precsearch.engine.trial`);
+* :meth:`Runner.export` — the winner trained for the budget and handed to model
+  exporters;
+* :meth:`Runner.timed` — the confirmation's configurations
+  (:func:`precsearch.engine.measure.measure`), traced once and kept between its calls:
+  one traced model serves every label with its policy (the selection's candidate and
+  the fresh rounds' winner) except that FP32's copy is a model of its own, and the
+  user's FP32 training is the one the trials were timed against
+  (:meth:`Runner.timing_model`): the probes, the trials and the confirmation trace it
+  once. The Runner alone writes these caches.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from precsearch.engine.fidelity import assess, judging_note
-from precsearch.engine.instrument import step
-from precsearch.engine.measure import keep_peer
+from precsearch.engine.instrument import Timed, prepare, step
 from precsearch.engine.memory import PeakMemory, release, rss_mb
 from precsearch.engine.peers import GraphRewrite
 from precsearch.engine.problem import Problem, import_tensorflow
 from precsearch.engine.references import References
-from precsearch.engine.trial import run_trial
+from precsearch.engine.trial import TrialSetup, train_time_and_judge
 from precsearch.errors import TrialFailed, UserInputError
 from precsearch.files import write_text_atomic
 from precsearch.policy import Policy
 from precsearch.records import (
+    GRAPH_REWRITE,
     Budget,
     Fidelity,
     ModelSpec,
@@ -46,6 +53,23 @@ from precsearch.records import (
 )
 
 __all__ = ["Runner"]
+
+TracedKey = tuple[bool, str]  # (FP32's copy?, the policy's JSON; "null": the graph rewrite)
+
+
+def _traced_key(label: str, given: Policy | None) -> TracedKey:
+    """The traced-model key: FP32's copy apart, else one per policy (``None``: the
+    graph rewrite)."""
+    return label == "null", json.dumps(given.to_dict() if given else None, sort_keys=True)
+
+
+def _is_users_training(problem: Problem, policy: Policy) -> bool:
+    """Whether ``policy`` is the user's own training: FP32 at their batch size and XLA
+    setting (its LR rule and loss-scale settings change nothing there)."""
+    return policy.rule_dtypes() == {"float32"} and (policy.batch_size, policy.jit_compile) == (
+        problem.batch_size,
+        problem.jit_compile,
+    )
 
 
 class Runner:
@@ -59,6 +83,8 @@ class Runner:
         fidelity: How closely trials must follow FP32.
         batch_size: The model's own batch size (default: ``precsearch_config`` or 32).
         strategy: ``"none"`` or ``"mirrored"`` (see :class:`~precsearch.engine.problem.Problem`).
+        clock: Reads the time, in seconds, of every timed call (trials' blocks and the
+            confirmation's rounds); tests give one whose calls take a known time.
 
     Attributes:
         problem: The model and data.
@@ -77,6 +103,7 @@ class Runner:
         fidelity: Fidelity | None = None,
         batch_size: int | None = None,
         strategy: str = "none",
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         t0 = time.perf_counter()
         import_tensorflow()  # timed on its own: the import split
@@ -89,6 +116,7 @@ class Runner:
         self.info = self.problem.info
         self.budget = budget or Budget()
         self.fidelity = fidelity or Fidelity()
+        self.clock = clock
         self.work_dir = Path(work_dir) if work_dir is not None else None
         if self.work_dir is not None:
             self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -96,11 +124,20 @@ class Runner:
                 self.work_dir / "model_info.json", json.dumps(self.info.to_dict(), indent=2)
             )
         self._timing: tuple[Any, Any] | None = None
-        # The confirmation's traced configurations, kept between its calls
-        # (precsearch.engine.measure).
-        self.timed_cache: dict[tuple[str, str, int], Any] = {}
-        self.traced_models: dict[tuple[bool, str], Any] = {}
+        self._traced_models: dict[TracedKey, Timed] = {}
+        self._timed_cache: dict[tuple[str, str, int], Timed] = {}
         self.references = References(self.problem, self.work_dir, keep=self._keep)
+
+    @property
+    def traced_models(self) -> Mapping[TracedKey, Timed]:
+        """The confirmation's traced models (read-only), by :func:`_traced_key`."""
+        return MappingProxyType(self._traced_models)
+
+    @property
+    def timed_cache(self) -> Mapping[tuple[str, str, int], Timed]:
+        """The confirmation's prepared configurations (read-only), by label, policy and
+        block."""
+        return MappingProxyType(self._timed_cache)
 
     def _keep(self, model: Any, iterator: Any) -> None:
         # A traced FP32 model whose weights do not matter is all the timing needs.
@@ -131,12 +168,15 @@ class Runner:
         policy = policy or self.problem.baseline()
         return self.references.get(policy, budget or self.budget, seeds)
 
-    def _twin(self, config: Policy, budget: Budget, own: Reference | None) -> Reference:
+    def _fp32_twin(
+        self, config: Policy, budget: Budget, candidate_run: Reference | None
+    ) -> Reference:
         """A candidate's FP32 twin under ``config`` (its batch size and XLA setting),
-        asked for once the candidate has trained to the end: ``own``, the candidate's own
-        run when it is FP32 (kept for later candidates), else trained now (cached)."""
-        if own is not None:
-            return self.references.keep(config, budget, own)
+        asked for once the candidate has trained to the end: ``candidate_run``, the
+        candidate's own run when it is FP32 (kept for later candidates), else trained now
+        (cached)."""
+        if candidate_run is not None:
+            return self.references.keep(config, budget, candidate_run)
         return self.reference(config, seeds=(0,), budget=budget)
 
     def judging(self, reference: Reference) -> str:
@@ -154,11 +194,11 @@ class Runner:
             )
         return judging_note(assessment, reference.steps)
 
-    def run_trial(
-        self, policy: Policy, budget: Budget | None = None, peer: str | None = None
+    def try_policy(
+        self, policy: Policy | None, budget: Budget | None = None, peer: str | None = None
     ) -> TrialResult:
-        """Train and time one candidate policy against the user's FP32 training
-        (:mod:`precsearch.engine.trial`).
+        """One trial: train and time a candidate policy against the user's FP32 training
+        and judge it (:mod:`precsearch.engine.trial`), the references it needs first.
 
         With ``peer="graph_rewrite"`` the candidate is TensorFlow's own graph rewrite
         of the user's FP32 training (:mod:`precsearch.engine.peers`; ``policy`` is ignored),
@@ -166,36 +206,29 @@ class Runner:
         """
         budget = budget or self.budget
         problem = self.problem
-        rewrite = GraphRewrite(problem) if peer == "graph_rewrite" else None
+        rewrite = GraphRewrite(problem) if peer == GRAPH_REWRITE else None
         policy = problem.normalise(rewrite.policy() if rewrite else policy)
         memory = PeakMemory(problem.tf, gpu=bool(self.info.gpus))
         t0 = time.perf_counter()
         reference = self.reference(budget=budget)
         judging = self.judging(reference)
-        fp32 = self.timing_model()
-        base = problem.baseline()
-        same = None
-        if (policy.batch_size, policy.jit_compile) != (base.batch_size, base.jit_compile):
-            config = Policy(
-                batch_size=policy.batch_size,
-                lr_rule=policy.lr_rule,
-                base_batch_size=problem.batch_size,
-                jit_compile=policy.jit_compile,
-            )
-            same = functools.partial(self._twin, config, budget)
+        setup = TrialSetup(
+            problem=problem,
+            budget=budget,
+            fidelity=self.fidelity,
+            reference=reference,
+            fp32=self.timing_model(),
+            memory=memory,
+            fp32_twin=self._twin_maker(policy, budget),
+            clock=self.clock,
+        )
         spent = time.perf_counter() - t0
-        build = None
         if rewrite is not None:
-
-            def build(policy: Policy, seed: int = 0) -> Any:
-                model = rewrite.build(policy, seed=seed)
-                keep_peer(self, model, rewrite)  # for the fresh rounds, traced once
-                return model
-
-        result = run_trial(
-            problem, policy, budget, self.fidelity, reference, fp32, memory, same,
-            rewrite.context if rewrite else contextlib.nullcontext, build,
-        )  # fmt: skip
+            setup = dataclasses.replace(
+                setup, context=rewrite.context, build=functools.partial(self._build_peer, rewrite)
+            )
+        result = train_time_and_judge(policy, setup)
+        base = problem.baseline()
         if rewrite is not None and result.curve["loss"] and not base.jit_compile:
             # From the same weights and data, an untouched graph gives FP32's first loss
             # to the bit. (Against XLA FP32 runs the numbers differ anyway: not known.)
@@ -209,7 +242,72 @@ class Runner:
         result.numerics["rss_after_mb"] = rss_mb()
         return result
 
-    def train(self, policy: Policy) -> tuple[Any, list[float]]:
+    def _twin_maker(
+        self, policy: Policy, budget: Budget
+    ) -> Callable[[Reference | None], Reference] | None:
+        """What gives a candidate its FP32 twin, when its batch size or XLA setting
+        differ from the user's (``None`` otherwise: the user's training is the twin)."""
+        base = self.problem.baseline()
+        if (policy.batch_size, policy.jit_compile) == (base.batch_size, base.jit_compile):
+            return None
+        config = Policy(
+            batch_size=policy.batch_size,
+            lr_rule=policy.lr_rule,
+            base_batch_size=self.problem.batch_size,
+            jit_compile=policy.jit_compile,
+        )
+        return functools.partial(self._fp32_twin, config, budget)
+
+    def _build_peer(self, rewrite: GraphRewrite, policy: Policy, seed: int = 0) -> Any:
+        """The graph rewrite's trial model, kept for the confirmation's fresh rounds,
+        traced under its context once (a second trace of a MobileNet costs seconds; its
+        weights do not matter there)."""
+        model = rewrite.build(policy, seed=seed)
+        problem = self.problem
+        normal = problem.normalise(rewrite.policy())
+        self._traced_models[_traced_key(GRAPH_REWRITE, None)] = Timed(
+            label=GRAPH_REWRITE,
+            model=model,
+            iterator=problem.iterator(normal.batch_size, seed=0),
+            samples_per_call=normal.batch_size * problem.steps_per_execution,
+            context=rewrite.context,
+        )
+        return model
+
+    def timed(self, label: str, given: Policy | None, block: int) -> Timed:
+        """The confirmation's configuration ``(label, policy)`` at ``block``, warmed up
+        and its blocks sized (:func:`~precsearch.engine.instrument.prepare`), built once
+        per Runner on a traced model shared by every label with that policy but FP32's
+        copy (the policy ``None``: TensorFlow's graph rewrite)."""
+        role = _traced_key(label, given)
+        key = (label, role[1], block)
+        if key not in self._timed_cache:
+            if role not in self._traced_models:
+                self._traced_models[role] = self._trace(label, given)
+            config = dataclasses.replace(self._traced_models[role], label=label)
+            self._timed_cache[key] = prepare(config, block, self.budget.warmup, self.clock)
+        return self._timed_cache[key]
+
+    def _trace(self, label: str, given: Policy | None) -> Timed:
+        """A traced model and its data stream for ``(label, policy)`` (steps not sized)."""
+        problem = self.problem
+        peer = given is None
+        rewrite = GraphRewrite(problem)
+        policy = problem.normalise(rewrite.policy() if peer else given)
+        if label != "null" and not peer and _is_users_training(problem, policy):
+            model, iterator = self.timing_model()
+        else:
+            model = (rewrite.build if peer else problem.model_for)(policy, seed=0)
+            iterator = problem.iterator(policy.batch_size, seed=0)
+        return Timed(
+            label=label,
+            model=model,
+            iterator=iterator,
+            samples_per_call=policy.batch_size * problem.steps_per_execution,
+            context=rewrite.context if peer else contextlib.nullcontext,
+        )
+
+    def _train_for_budget(self, policy: Policy) -> tuple[Any, list[float]]:
         """Train a model under ``policy`` on the budget's samples, as a trial does (same
         initial weights, data order and seed); return it and its loss per call."""
         problem = self.problem
@@ -240,7 +338,7 @@ class Runner:
         from precsearch.plugins import create
 
         instances = [create("exporter", spec) for spec in exporters]
-        model, losses = self.train(policy)
+        model, losses = self._train_for_budget(policy)
         if not losses or not math.isfinite(losses[-1]):
             raise TrialFailed("export failed", "the loss became non-finite while training")
         directory = Path(directory)

@@ -2,7 +2,7 @@
 
 The side a candidate is measured against is always the *user's own training* in FP32:
 their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
-<precsearch.engine.problem.Problem.baseline>`). :func:`run_trial`
+<precsearch.engine.problem.Problem.baseline>`). :func:`train_time_and_judge`
 
 1. builds the candidate from the problem's initial weights, applies the policy,
    recompiles;
@@ -36,6 +36,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from precsearch.engine.fidelity import (
@@ -49,7 +50,7 @@ from precsearch.engine.fidelity import (
     smoothed,
     time_to_quality,
 )
-from precsearch.engine.instrument import block_steps, interleave, step, step_stats
+from precsearch.engine.instrument import Interleaved, block_steps, interleave, step, step_stats
 from precsearch.engine.memory import PeakMemory
 from precsearch.engine.problem import Problem
 from precsearch.policy import Policy
@@ -57,23 +58,68 @@ from precsearch.policy.layers import scalar
 from precsearch.records import Budget, Fidelity, Reference, TrialResult
 from precsearch.stats import HALF_WIDTH, confidently_slower, half_width, log_figures
 
-__all__ = ["MIN_PAIRS", "run_trial"]
+__all__ = ["MIN_PAIRS", "TrialSetup", "train_time_and_judge"]
 
 MIN_PAIRS = 3  # block pairs timed before a trial may stop as too slow
+
+
+@dataclass(frozen=True)
+class TrialSetup:
+    """What a candidate is trained, timed and judged against, and with.
+
+    Attributes:
+        problem: The model and data.
+        budget: Samples (as steps at the user's batch size), warm-up, blocks, watchdog.
+        fidelity: What counts as training like FP32.
+        reference: The user's FP32 training, one run per data-order seed: the noise.
+        fp32: A traced FP32 model of the user's training and its data stream: the side
+            every candidate is timed against.
+        memory: The trial's peak-memory mark (set before its references ran).
+        fp32_twin: Gives one FP32 run at the candidate's batch size and XLA setting
+            (seed 0, as the candidate), when those differ from the user's. Called only
+            for a candidate that trained to the end (its time is the trial's
+            ``reference`` timing), with the candidate's own run when the candidate is
+            FP32 (that run is its twin; none is trained), else with ``None``.
+        context: Wraps every candidate call (TensorFlow's graph rewrite is a setting
+            that applies to the functions called while it is on).
+        build: Makes the candidate's model (default :meth:`Problem.model_for`).
+        clock: Reads the time of every timed call, in seconds.
+    """
+
+    problem: Problem
+    budget: Budget
+    fidelity: Fidelity
+    reference: Reference
+    fp32: tuple[Any, Any]
+    memory: PeakMemory
+    fp32_twin: Callable[[Reference | None], Reference] | None = None
+    context: Callable[[], Any] = contextlib.nullcontext
+    build: Callable[..., Any] | None = None
+    clock: Callable[[], float] = time.perf_counter
+
+    @property
+    def fp32_per_call(self) -> int:
+        """Samples in one call of the user's FP32 training."""
+        return self.problem.batch_size * self.problem.steps_per_execution
+
+    def fp32_step(self) -> float:
+        """One timed call of the user's FP32 training: its seconds."""
+        return step(*self.fp32, self.clock)[0]
 
 
 class _Candidate:
     """A candidate model being trained: its calls, losses, loss scale and validation."""
 
-    def __init__(
-        self, problem: Problem, model: Any, batch_size: int, end: int, context: Callable
-    ) -> None:
-        self.problem, self.model, self.batch_size = problem, model, batch_size
-        self.iterator = problem.iterator(batch_size, seed=0)
-        self.per_call = batch_size * problem.steps_per_execution
-        self.end, self.context = end, context
+    def __init__(self, policy: Policy, setup: TrialSetup) -> None:
+        problem = setup.problem
+        self.problem, self.clock, self.context = problem, setup.clock, setup.context
+        self.batch_size = policy.batch_size or problem.batch_size
+        self.model = (setup.build or problem.model_for)(policy, seed=0)
+        self.iterator = problem.iterator(self.batch_size, seed=0)
+        self.per_call = self.batch_size * problem.steps_per_execution
+        self.end = setup.reference.span()
         keras = problem.keras
-        self.lso = isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+        self.lso = isinstance(self.model.optimizer, keras.optimizers.LossScaleOptimizer)
         self.losses: list[float] = []
         self.scales: list[float] = []
         self.skipped = 0
@@ -91,7 +137,7 @@ class _Candidate:
         optimizer = self.model.optimizer
         before = scalar(optimizer.dynamic_scale) if self.lso else None
         with self.context():
-            seconds, loss = step(self.model, self.iterator)
+            seconds, loss = step(self.model, self.iterator, self.clock)
         self.losses.append(loss)
         if self.lso:
             after = scalar(optimizer.dynamic_scale)
@@ -109,14 +155,51 @@ class _Candidate:
     def samples(self) -> list[int]:
         return [self.per_call * (i + 1) for i in range(len(self.losses))]
 
+    def record(self, result: TrialResult) -> None:
+        """Write what was trained into ``result``: the curve, validation, numerics.
+
+        What is judged: the budget, and up to 1.5x it for the time to quality (timed
+        blocks of a fast model can train far past both)."""
+        kept = sum(1 for s in self.samples() if s <= TTQ_REACH * self.end) or len(self.losses)
+        result.curve = {"batch_size": self.batch_size, "samples": self.samples()[:kept],
+                        "loss": self.losses[:kept]}  # fmt: skip
+        result.val = self.val
+        numerics = result.numerics
+        numerics["nonfinite_step"] = self.nonfinite_step
+        if self.evaluated_at is not None:
+            numerics["evaluated_at"] = self.evaluated_at
+        if self.lso:
+            numerics["loss_scale"] = self.scales[:kept]  # one per point of the curve
+            numerics["min_loss_scale"] = min(self.scales) if self.scales else None
+        numerics["skipped_steps"] = self.skipped
+        numerics["skipped_share"] = self.skipped / max(1, len(self.losses))
+
+    def nonfinite(self) -> str:
+        return f"non-finite loss at step {self.nonfinite_step}"
+
+
+def _watchdog(candidate: _Candidate, setup: TrialSetup, result: TrialResult) -> str:
+    """Why the candidate stops at once ("" when it goes on): its first call after
+    tracing, per sample, against FP32 measured now."""
+    fp32_now = min(setup.fp32_step() for _ in range(2))
+    first = candidate.step()
+    slowdown = (first / candidate.per_call) / (fp32_now / setup.fp32_per_call)
+    result.numerics["watchdog_slowdown"] = slowdown
+    watchdog = setup.budget.watchdog
+    if not slowdown > watchdog:
+        return ""
+    return (
+        f"first step after tracing {slowdown:.1f}x slower than FP32 per sample "
+        f"({first * 1e3:.1f} ms vs {fp32_now * 1e3:.1f} ms; watchdog {watchdog:g}x)"
+    )
+
 
 def _time_blocks(
-    candidate: _Candidate, fp32: tuple[Any, Any], own_per_call: int, budget: Budget,
-    may_stop: bool,
-) -> tuple[Any, bool]:  # fmt: skip
+    candidate: _Candidate, setup: TrialSetup, may_stop: bool
+) -> tuple[Interleaved, bool]:
     """Interleaved blocks of FP32 and the candidate; whether it stopped as too slow."""
-    fp32_model, fp32_iter = fp32
-    probe = min(step(fp32_model, fp32_iter)[0] for _ in range(3))
+    budget = setup.budget
+    probe = min(setup.fp32_step() for _ in range(3))
     cand_probe = min(candidate.step() for _ in range(2))
     block = max(block_steps(probe, budget.block), block_steps(cand_probe, budget.block))
     verdict = {"slow": False}
@@ -134,14 +217,40 @@ def _time_blocks(
         return not precise and (budget.max_blocks is None or pairs < budget.max_blocks)
 
     blocks = interleave(
-        lambda: step(fp32_model, fp32_iter)[0],
+        setup.fp32_step,
         candidate.step,
         block=block,
-        sizes=(own_per_call, candidate.per_call),
+        sizes=(setup.fp32_per_call, candidate.per_call),
         more=more,
         stopped=lambda: candidate.stopped,
     )
     return blocks, verdict["slow"]
+
+
+def _record_speed(result: TrialResult, blocks: Interleaved, candidate: _Candidate) -> None:
+    """The timed blocks' figures: step times, step statistics, the speedup."""
+    problem = candidate.problem
+    k = problem.steps_per_execution
+    result.step_times = {"fp32": blocks.reference, "candidate": blocks.candidate}
+    if blocks.reference and blocks.candidate:
+        result.fp32 = step_stats(blocks.reference, problem.batch_size, k)
+        result.candidate = step_stats(blocks.candidate, candidate.batch_size, k)
+    if blocks.ratios:
+        figures = log_figures([math.log(r) for r in blocks.ratios])
+        result.block_ratios = figures
+        result.speedup = figures["estimate"]
+
+
+def _slower_than_the_bar(result: TrialResult, budget: Budget) -> str:
+    """Why a trial confidently slower than the bar stopped."""
+    bar = "FP32"
+    if budget.stop_below != 1:
+        bar = f"the best feasible trial's {budget.stop_below:.2f}x"
+    ratios = result.block_ratios
+    return (
+        f"confidently slower than {bar} after {ratios['rounds']} block pairs: "
+        f"{ratios['estimate']:.2f}x ({ratios['low']:.2f}-{ratios['high']:.2f})"
+    )
 
 
 def _train_on(candidate: _Candidate, calls: int, reference: Reference) -> None:
@@ -162,7 +271,9 @@ def _train_on(candidate: _Candidate, calls: int, reference: Reference) -> None:
         candidate.step()
 
 
-def _own_run(candidate: _Candidate, policy: Policy, reference: Reference, calls: int) -> Reference:
+def _as_fp32_run(
+    candidate: _Candidate, policy: Policy, reference: Reference, calls: int
+) -> Reference:
     """An FP32 candidate's training to the budget's ``calls``, as an FP32 run with its
     seed: its own twin."""
     val = candidate.val
@@ -186,157 +297,97 @@ def _low(policy: Policy) -> bool:
     return any(d != "float32" for d in policy.rule_dtypes())
 
 
-def run_trial(
-    problem: Problem,
-    policy: Policy,
-    budget: Budget,
-    fidelity: Fidelity,
-    reference: Reference,
-    fp32: tuple[Any, Any],
-    memory: PeakMemory,
-    same: Callable[[Reference | None], Reference] | None = None,
-    context: Callable[[], Any] = contextlib.nullcontext,
-    build: Callable[..., Any] | None = None,
-) -> TrialResult:
-    """Train and time one candidate against FP32 (see the module doc).
-
-    Args:
-        problem: The model and data.
-        policy: The candidate, its batch sizes filled in (:meth:`Problem.normalise`).
-        budget: Samples (as steps at the user's batch size), warm-up, blocks, watchdog.
-        fidelity: What counts as training like FP32.
-        reference: The user's FP32 training, one run per data-order seed: the noise.
-        fp32: A traced FP32 model of the user's training and its data stream: the side
-            every candidate is timed against.
-        memory: The trial's peak-memory mark (set before its references ran).
-        same: Gives one FP32 run at the candidate's batch size and XLA setting (seed 0,
-            as the candidate), when those differ from the user's: its FP32 twin. Called
-            only for a candidate that trained to the end (its time is the trial's
-            ``reference`` timing), with the candidate's own run when the candidate is
-            FP32 (that run is its twin; none is trained), else with ``None``.
-        context: Wraps every candidate call (TensorFlow's graph rewrite is a setting
-            that applies to the functions called while it is on).
-        build: Makes the candidate's model (default :meth:`Problem.model_for`).
-    """
-    t_start = time.perf_counter()
-    batch_size = policy.batch_size or problem.batch_size
-    own_per_call = problem.batch_size * problem.steps_per_execution
-    result = TrialResult(policy=policy.to_dict())
-    timings = result.timings
-    result.memory_kind = memory.kind
-
-    t0 = time.perf_counter()
-    model = (build or problem.model_for)(policy, seed=0)
-    cand = _Candidate(problem, model, batch_size, reference.span(), context)
-    timings["build"] = time.perf_counter() - t0
-
-    def finish(status: str, reason: str) -> TrialResult:
-        result.status, result.reason = status, reason
-        # What is judged: the budget, and up to 1.5x it for the time to quality (timed
-        # blocks of a fast model can train far past both).
-        kept = sum(1 for s in cand.samples() if s <= TTQ_REACH * cand.end) or len(cand.losses)
-        result.curve = {"batch_size": batch_size, "samples": cand.samples()[:kept],
-                        "loss": cand.losses[:kept]}  # fmt: skip
-        result.val = cand.val
-        numerics = result.numerics
-        numerics["nonfinite_step"] = cand.nonfinite_step
-        if cand.evaluated_at is not None:
-            numerics["evaluated_at"] = cand.evaluated_at
-        if cand.lso:
-            numerics["loss_scale"] = cand.scales[:kept]  # one per point of the curve
-            numerics["min_loss_scale"] = min(cand.scales) if cand.scales else None
-        numerics["skipped_steps"] = cand.skipped
-        numerics["skipped_share"] = cand.skipped / max(1, len(cand.losses))
-        result.peak_memory_mb = memory.mb()
-        timings["total"] = time.perf_counter() - t_start
-        return result
-
-    def nonfinite() -> TrialResult:
-        return finish("infeasible", f"non-finite loss at step {cand.nonfinite_step}")
-
-    t0 = time.perf_counter()
-    cand.step()
-    timings["trace"] = time.perf_counter() - t0
-    if cand.stopped:
-        return nonfinite()
-
-    # Watchdog: the first call after tracing, per sample, against FP32 measured now.
-    t0 = time.perf_counter()
-    fp32_now = min(step(*fp32)[0] for _ in range(2))
-    first = cand.step()
-    slowdown = (first / cand.per_call) / (fp32_now / own_per_call)
-    result.numerics["watchdog_slowdown"] = slowdown
-    if slowdown > budget.watchdog:
-        timings["warmup"] = time.perf_counter() - t0
-        return finish(
-            "too_slow",
-            f"first step after tracing {slowdown:.1f}x slower than FP32 per sample "
-            f"({first * 1e3:.1f} ms vs {fp32_now * 1e3:.1f} ms; watchdog {budget.watchdog:g}x)",
-        )
-    for _ in range(budget.warmup):
-        if cand.stopped:
-            break
-        cand.step()
-    timings["warmup"] = time.perf_counter() - t0
-    if cand.stopped:
-        return nonfinite()
-
-    t0 = time.perf_counter()
-    own = (policy.batch_size, policy.jit_compile) == (problem.batch_size, problem.jit_compile)
-    baseline = build is None and own and not _low(policy)
-    may_stop = budget.stop_slow and not baseline
-    blocks, slow = _time_blocks(cand, fp32, own_per_call, budget, may_stop)
-    timings["measured"] = time.perf_counter() - t0
-    k = problem.steps_per_execution
-    result.step_times = {"fp32": blocks.reference, "candidate": blocks.candidate}
-    if blocks.reference and blocks.candidate:
-        result.fp32 = step_stats(blocks.reference, problem.batch_size, k)
-        result.candidate = step_stats(blocks.candidate, batch_size, k)
-    if blocks.ratios:
-        figures = log_figures([math.log(r) for r in blocks.ratios])
-        result.block_ratios = figures
-        result.speedup = figures["estimate"]
-    if cand.stopped:
-        return nonfinite()
-    if slow:
-        bar = (
-            "FP32"
-            if budget.stop_below == 1
-            else f"the best feasible trial's {budget.stop_below:.2f}x"
-        )
-        return finish(
-            "too_slow",
-            f"confidently slower than {bar} after {len(blocks.ratios)} block pairs: "
-            f"{result.block_ratios['estimate']:.2f}x ({result.block_ratios['low']:.2f}-"
-            f"{result.block_ratios['high']:.2f})",
-        )
-
-    t0 = time.perf_counter()
-    _train_on(cand, budget.calls(cand.per_call, problem.batch_size), reference)
-    timings["train"] = time.perf_counter() - t0
-    if cand.stopped:
-        return nonfinite()
-
-    t0 = time.perf_counter()
-    if cand.evaluated_at is None:
-        cand.val = problem.evaluate(model, batch_size)
-    if problem.strategy is None:  # one batch, eagerly: replicas would need a run() each
-        result.gradient_norms = problem.gradient_norms(model, batch_size)
-    timings["evaluate"] = time.perf_counter() - t0
-    finish("ok", "")
+def _judge(result: TrialResult, candidate: _Candidate, policy: Policy, setup: TrialSetup) -> None:
+    """Judge a candidate that trained to the end against the user's FP32 runs, with its
+    time to quality and, when it has one, against its FP32 twin (trained only now)."""
+    reference, fidelity, timings = setup.reference, setup.fidelity, result.timings
     status, reason, gap, gaps = judge(result, reference, fidelity)
     result.status, result.reason = status, reason or better_note(gaps)
     result.fidelity_gap = gap if math.isfinite(gap) else None
     result.numerics["gaps"] = gaps
     result.time_to_quality = time_to_quality(result, reference)
     result.time_to_quality["trace_s"] = timings["trace"]
-    if same is not None:
-        t0 = time.perf_counter()
-        calls = budget.calls(cand.per_call, problem.batch_size, timed=False)
-        own = None if _low(policy) or build else _own_run(cand, policy, reference, calls)
-        twin = same(own)
-        timings["reference"] = time.perf_counter() - t0
-        timings["total"] += timings["reference"]
-        result.precision_gap = precision_gap(result, twin, reference, fidelity)
-        result.twin = judge_twin(twin, reference, fidelity)
+    if setup.fp32_twin is None:
+        return
+    t0 = time.perf_counter()
+    calls = setup.budget.calls(candidate.per_call, setup.problem.batch_size, timed=False)
+    fp32_run = None
+    if not (_low(policy) or setup.build):
+        fp32_run = _as_fp32_run(candidate, policy, reference, calls)
+    twin = setup.fp32_twin(fp32_run)
+    timings["reference"] = time.perf_counter() - t0
+    timings["total"] += timings["reference"]
+    result.precision_gap = precision_gap(result, twin, reference, fidelity)
+    result.twin = judge_twin(twin, reference, fidelity)
+
+
+def train_time_and_judge(policy: Policy, setup: TrialSetup) -> TrialResult:
+    """Train and time one candidate against FP32, and judge it (see the module doc).
+
+    Args:
+        policy: The candidate, its batch sizes filled in (:meth:`Problem.normalise`).
+        setup: What it is measured against, and with.
+    """
+    t_start = time.perf_counter()
+    problem, budget = setup.problem, setup.budget
+    result = TrialResult(policy=policy.to_dict(), memory_kind=setup.memory.kind)
+    timings = result.timings
+
+    t0 = time.perf_counter()
+    cand = _Candidate(policy, setup)
+    timings["build"] = time.perf_counter() - t0
+
+    def finish(status: str, reason: str) -> TrialResult:
+        result.status, result.reason = status, reason
+        cand.record(result)
+        result.peak_memory_mb = setup.memory.mb()
+        timings["total"] = time.perf_counter() - t_start
+        return result
+
+    t0 = time.perf_counter()
+    cand.step()
+    timings["trace"] = time.perf_counter() - t0
+    if cand.stopped:
+        return finish("infeasible", cand.nonfinite())
+
+    t0 = time.perf_counter()
+    too_slow = _watchdog(cand, setup, result)
+    for _ in range(0 if too_slow else budget.warmup):
+        if cand.stopped:
+            break
+        cand.step()
+    timings["warmup"] = time.perf_counter() - t0
+    if too_slow:
+        return finish("too_slow", too_slow)
+    if cand.stopped:
+        return finish("infeasible", cand.nonfinite())
+
+    t0 = time.perf_counter()
+    at_users_setting = (policy.batch_size, policy.jit_compile) == (
+        problem.batch_size,
+        problem.jit_compile,
+    )
+    baseline = setup.build is None and at_users_setting and not _low(policy)
+    blocks, slow = _time_blocks(cand, setup, may_stop=budget.stop_slow and not baseline)
+    timings["measured"] = time.perf_counter() - t0
+    _record_speed(result, blocks, cand)
+    if cand.stopped:
+        return finish("infeasible", cand.nonfinite())
+    if slow:
+        return finish("too_slow", _slower_than_the_bar(result, budget))
+
+    t0 = time.perf_counter()
+    _train_on(cand, budget.calls(cand.per_call, problem.batch_size), setup.reference)
+    timings["train"] = time.perf_counter() - t0
+    if cand.stopped:
+        return finish("infeasible", cand.nonfinite())
+
+    t0 = time.perf_counter()
+    if cand.evaluated_at is None:
+        cand.val = problem.evaluate(cand.model, cand.batch_size)
+    if problem.strategy is None:  # one batch, eagerly: replicas would need a run() each
+        result.gradient_norms = problem.gradient_norms(cand.model, cand.batch_size)
+    timings["evaluate"] = time.perf_counter() - t0
+    finish("ok", "")
+    _judge(result, cand, policy, setup)
     return result

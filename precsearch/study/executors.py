@@ -14,13 +14,19 @@ rounds (also the probes' speed), the probes' numerics, exports. Two kinds implem
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from precsearch.policy import Policy
 from precsearch.records import Budget, Fidelity, Measurement, ModelInfo, ModelSpec, TrialResult
-from precsearch.study.worker import Worker
+from precsearch.records.messages import Command, Reply
+from precsearch.study.worker import CommandExecutor, Worker
+
+if TYPE_CHECKING:
+    from precsearch.engine.runner import Runner
 
 __all__ = ["Executor", "InProcess", "Worker"]
+
+_R = TypeVar("_R", bound=Reply)
 
 
 class Executor(Protocol):
@@ -30,6 +36,8 @@ class Executor(Protocol):
     other call may start it again after a crash. What happens to a trial comes back
     as a :class:`~precsearch.records.TrialResult` (``failed`` for a crash or timeout);
     only a broken model file raises (:class:`~precsearch.errors.UserInputError`).
+    Both executors send each call as a command (:mod:`precsearch.records.messages`) to
+    the worker's dispatch table (:mod:`precsearch.engine.serve`).
     """
 
     model_info: ModelInfo | None
@@ -57,10 +65,12 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-class InProcess:
+class InProcess(CommandExecutor):
     """Trials in this process: for notebooks with a callable, and for fast tests.
 
-    Same interface as :class:`Worker`; a crash or hang here is not isolated.
+    Same interface as :class:`Worker`, and the same commands, handed to the worker's own
+    :func:`~precsearch.engine.serve.dispatch`; a crash or hang here is not isolated, and
+    no ``timeout`` can be kept.
     """
 
     def __init__(
@@ -74,7 +84,7 @@ class InProcess:
     ) -> None:
         from precsearch.engine.runner import Runner
 
-        self.runner = Runner(spec, work_dir, budget, fidelity, batch_size, strategy)
+        self.runner: Runner = Runner(spec, work_dir, budget, fidelity, batch_size, strategy)
         self.model_info: ModelInfo = self.runner.info
         self._split = {key: self.runner.timings[key] for key in ("import", "build")}
 
@@ -88,6 +98,12 @@ class InProcess:
         """Nothing to start: the model was built in the constructor."""
         return {}
 
+    def answer(self, command: Command[_R], timeout: float | None = None) -> _R:
+        """The reply to ``command`` from the worker's dispatch table, run here."""
+        from precsearch.engine.serve import dispatch
+
+        return dispatch(self.runner, command)
+
     def run_trial(
         self,
         policy: Policy | None,
@@ -96,44 +112,12 @@ class InProcess:
         peer: str | None = None,
     ) -> TrialResult:
         """Run one trial here (``timeout`` cannot be enforced in-process)."""
-        from precsearch.engine.guarded import run_guarded
-
-        result = run_guarded(self.runner, policy, budget, peer)
+        result = self.answer(self.trial_command(policy, budget, peer)).result
         if self._split:
             result.timings["import"] = self._split["import"]
             result.timings["setup"] = self._split["build"]
             self._split = {}
         return result
-
-    def confirm(
-        self,
-        configs: list[tuple[str, Policy | None]],
-        orders: list[list[str]],
-        block: int,
-        timeout: float | None = None,
-    ) -> Measurement:
-        """:func:`precsearch.engine.measure.measure` here."""
-        from precsearch.engine.measure import measure
-
-        return measure(self.runner, configs, orders, block)
-
-    def numerics(
-        self, configs: list[tuple[str, Policy]], timeout: float | None = None
-    ) -> dict[str, dict[str, Any]]:
-        """:func:`precsearch.engine.probe.numerics` here."""
-        from precsearch.engine.probe import numerics
-
-        return numerics(self.runner, configs)
-
-    def export(
-        self,
-        policy: Policy,
-        exporters: list[str],
-        directory: str | os.PathLike[str],
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """:meth:`Runner.export <precsearch.engine.runner.Runner.export>` here."""
-        return self.runner.export(policy, exporters, directory)
 
     def close(self) -> None:
         """Nothing to close."""

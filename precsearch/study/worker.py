@@ -5,8 +5,8 @@ precsearch.engine.serve``; that worker imports TensorFlow once, builds a
 :class:`~precsearch.engine.runner.Runner` for the model file (keeping one traced FP32
 model of the user's training for timing), answers with the model's
 :class:`~precsearch.records.ModelInfo`, and runs commands sent to it one at a time as JSON
-lines. Its output goes to a file whose last lines explain a crash (with ``debug``, to this
-process's stderr, TensorFlow's logs included).
+lines (:mod:`precsearch.records.messages`). Its output goes to a file whose last lines
+explain a crash (with ``debug``, to this process's stderr, TensorFlow's logs included).
 
 Whatever happens to a trial comes back as a :class:`~precsearch.records.TrialResult`:
 a worker that dies (segfault, ``os.abort``, killed for memory) fails that trial with the
@@ -17,8 +17,8 @@ dies, even by ``kill -9``, exits too (parent-death signal on Linux, and end of s
 
 from __future__ import annotations
 
+import abc
 import contextlib
-import json
 import os
 import select
 import signal
@@ -27,15 +27,27 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from precsearch.errors import TrialFailed, UserInputError
 from precsearch.policy import Policy
 from precsearch.records import Budget, Fidelity, Measurement, ModelInfo, TrialResult
+from precsearch.records.messages import (
+    Command,
+    ConfirmCommand,
+    ErrorReply,
+    ExportCommand,
+    InitCommand,
+    NumericsCommand,
+    Reply,
+    TrialCommand,
+)
 
-__all__ = ["Worker"]
+__all__ = ["CommandExecutor", "Worker"]
 
 READY_TIMEOUT = 600.0
+
+_R = TypeVar("_R", bound=Reply)
 
 
 def _signal_name(returncode: int) -> str:
@@ -47,7 +59,65 @@ def _signal_name(returncode: int) -> str:
     return f"exit code {returncode}"
 
 
-class Worker:
+class CommandExecutor(abc.ABC):
+    """An executor's methods, each one command (:mod:`precsearch.records.messages`) and
+    its reply; a subclass says how a command is answered (:meth:`answer`). Each method
+    raises what :meth:`answer` raises."""
+
+    @abc.abstractmethod
+    def answer(self, command: Command[_R], timeout: float | None = None) -> _R:
+        """The reply to ``command``, within ``timeout`` seconds where that can be kept.
+
+        Raises:
+            UserInputError: The model file is broken.
+            TrialFailed: The command failed (or the worker died or timed out).
+        """
+
+    @staticmethod
+    def trial_command(
+        policy: Policy | None, budget: Budget | None, peer: str | None
+    ) -> TrialCommand:
+        """The command of one trial (``budget`` ``None``: the executor's own)."""
+        return TrialCommand(policy=policy.to_dict() if policy else None, budget=budget, peer=peer)
+
+    def confirm(
+        self,
+        configs: list[tuple[str, Policy | None]],
+        orders: list[list[str]],
+        block: int,
+        timeout: float | None = None,
+    ) -> Measurement:
+        """Timed rounds of labelled configurations (:func:`precsearch.engine.measure.measure`)."""
+        pairs = [(label, p.to_dict() if p else None) for label, p in configs]
+        command = ConfirmCommand(configs=pairs, orders=orders, block=block)
+        return self.answer(command, timeout).measurement
+
+    def numerics(
+        self, configs: list[tuple[str, Policy]], timeout: float | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """One batch's numbers under each policy against FP32's
+        (:func:`precsearch.engine.batch_numerics.batch_numerics`)."""
+        command = NumericsCommand(configs=[(label, p.to_dict()) for label, p in configs])
+        return self.answer(command, timeout).by_label
+
+    def export(
+        self,
+        policy: Policy,
+        exporters: list[str],
+        directory: str | os.PathLike[str],
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Train under ``policy`` for the budget and run model exporters on the result
+        (:meth:`Runner.export <precsearch.engine.runner.Runner.export>`):
+        ``{"paths": [...], "steps", "final_loss"}``; it fails where the loss goes
+        non-finite."""
+        command = ExportCommand(
+            policy=policy.to_dict(), exporters=list(exporters), directory=str(directory)
+        )
+        return self.answer(command, timeout).to_dict()
+
+
+class Worker(CommandExecutor):
     """A worker process for one model file, restarted whenever it dies.
 
     Args:
@@ -158,42 +228,40 @@ class Worker:
         self.started += 1
         self.trials_in_process = 0
         self._first_rss = None
-        self._send(
-            {
-                "cmd": "init",
-                "model_file": self.model_file,
-                "loader": self.loader,
-                "work_dir": str(self.work_dir),
-                "budget": self.budget.__dict__,
-                "fidelity": self.fidelity.__dict__,
-                "batch_size": self.batch_size,
-                "strategy": self.strategy,
-            }
+        init = InitCommand(
+            model_file=self.model_file,
+            loader=self.loader,
+            work_dir=str(self.work_dir),
+            budget=self.budget,
+            fidelity=self.fidelity,
+            batch_size=self.batch_size,
+            strategy=self.strategy,
         )
-        reply = self._receive(READY_TIMEOUT, "starting")
-        if reply.get("error") == "user_input":
+        self._send(init)
+        reply = init.read_reply(self._receive(READY_TIMEOUT, "starting"))
+        if isinstance(reply, ErrorReply):
             self.close()
-            raise UserInputError(reply["message"])
-        if "error" in reply:
-            self.close()
-            raise TrialFailed("worker start failed", reply.get("message", ""))
-        self.model_info = ModelInfo.from_dict(reply["model_info"])
+            if reply.user_input:
+                raise UserInputError(reply.message)
+            raise TrialFailed("worker start failed", reply.message)
+        self.model_info = reply.model_info
         total = time.perf_counter() - t0
-        split = {"import": reply["import"], "setup": reply["setup"]}
+        split = {"import": reply.import_s, "setup": reply.setup_s}
         split["worker_start"] = max(0.0, total - split["import"] - split["setup"])
         # Charged to the next trial, whoever started the worker.
         self._start_split = dict(split)
         return split
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, command: Command[Any]) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self.proc.stdin.write(command.to_line().encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died("sending to the worker") from None
 
-    def _receive(self, timeout: float, doing: str) -> dict[str, Any]:
+    def _receive(self, timeout: float, doing: str) -> bytes:
+        """The worker's next reply line."""
         assert self._replies is not None
         ready, _, _ = select.select([self._replies], [], [], timeout)
         if not ready:
@@ -202,7 +270,7 @@ class Worker:
         line = self._replies.readline()
         if not line:
             raise self._died(doing)
-        return json.loads(line)
+        return line
 
     def _died(self, doing: str) -> TrialFailed:
         assert self.proc is not None
@@ -242,33 +310,21 @@ class Worker:
         Raises:
             UserInputError: The model file is broken (every trial would fail alike).
         """
-        timeout = self.trial_timeout if timeout is None else timeout
         t0 = time.perf_counter()
+        command = self.trial_command(policy, budget or self.budget, peer)
         try:
             self.start()
             split, self._start_split = self._start_split, {}
-            self._send(
-                {
-                    "cmd": "trial",
-                    "policy": policy.to_dict() if policy else None,
-                    "budget": (budget or self.budget).__dict__,
-                    "peer": peer,
-                }
-            )
-            reply = self._receive(timeout, "running a trial")
+            reply = self._ask(command, timeout, "running a trial")
+            if isinstance(reply, ErrorReply):
+                if reply.user_input:
+                    raise UserInputError(reply.message)
+                raise TrialFailed("worker error", reply.message)
         except TrialFailed as exc:
             result = TrialResult.failed(policy or Policy(), exc.reason, exc.detail)
             result.timings["total"] = time.perf_counter() - t0
             return result
-        if reply.get("error") == "user_input":
-            raise UserInputError(reply["message"])
-        if "result" not in reply:
-            result = TrialResult.failed(
-                policy or Policy(), "worker error", reply.get("message", "")
-            )
-            result.timings["total"] = time.perf_counter() - t0
-            return result
-        result = TrialResult.from_dict(reply["result"])
+        result = reply.result
         result.timings.update(
             {key: split.get(key, 0.0) for key in ("worker_start", "import", "setup")}
         )
@@ -290,66 +346,23 @@ class Worker:
             result.numerics["worker_recycled"] = f"{self._first_rss:.0f} -> {rss:.0f} MiB"
             self.close()
 
-    def confirm(
-        self,
-        configs: list[tuple[str, Policy | None]],
-        orders: list[list[str]],
-        block: int,
-        timeout: float | None = None,
-    ) -> Measurement:
-        """:func:`precsearch.engine.measure.measure` in the worker.
+    def answer(self, command: Command[_R], timeout: float | None = None) -> _R:
+        """The worker's reply to ``command`` (starting it if none runs; ``timeout``
+        defaults to the trial timeout)."""
+        reply = self._ask(command, timeout, command.cmd)
+        if isinstance(reply, ErrorReply):
+            if reply.user_input:
+                raise UserInputError(reply.message)
+            raise TrialFailed(f"{command.cmd} failed", reply.message)
+        return reply
 
-        Raises:
-            TrialFailed: The worker died or timed out.
-        """
-        message = {
-            "cmd": "confirm",
-            "configs": [[label, p.to_dict() if p else None] for label, p in configs],
-            "orders": orders,
-            "block": block,
-        }
-        return Measurement.from_dict(self._call(message, timeout))
-
-    def numerics(
-        self, configs: list[tuple[str, Policy]], timeout: float | None = None
-    ) -> dict[str, dict[str, Any]]:
-        """:func:`precsearch.engine.probe.numerics` in the worker.
-
-        Raises:
-            TrialFailed: The worker died or timed out.
-        """
-        message = {"cmd": "numerics", "configs": [[label, p.to_dict()] for label, p in configs]}
-        return self._call(message, timeout)
-
-    def export(
-        self,
-        policy: Policy,
-        exporters: list[str],
-        directory: str | os.PathLike[str],
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """:meth:`Runner.export <precsearch.engine.runner.Runner.export>` in the worker.
-
-        Raises:
-            TrialFailed: The worker died, timed out or the training went non-finite.
-        """
-        message = {
-            "cmd": "export",
-            "policy": policy.to_dict(),
-            "exporters": exporters,
-            "directory": str(directory),
-        }
-        return self._call(message, timeout)
-
-    def _call(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+    def _ask(self, command: Command[_R], timeout: float | None, doing: str) -> _R | ErrorReply:
+        """Send ``command`` and read its reply (``TrialFailed``: the worker died, or
+        gave none within ``timeout`` seconds and was killed)."""
         self.start()
-        self._send(message)
-        reply = self._receive(self.trial_timeout if timeout is None else timeout, message["cmd"])
-        if reply.get("error") == "user_input":
-            raise UserInputError(reply["message"])
-        if "value" not in reply:
-            raise TrialFailed(f"{message['cmd']} failed", reply.get("message", ""))
-        return reply["value"]
+        self._send(command)
+        wait = self.trial_timeout if timeout is None else timeout
+        return command.read_reply(self._receive(wait, doing))
 
     def kill(self) -> None:
         """Kill the worker (and anything it started) at once."""

@@ -1,4 +1,4 @@
-"""The numerics half of the probes, in the worker: one batch under each policy against FP32.
+"""One batch's numbers under each policy against FP32's: the numerics half of the probes.
 
 Before a search, :mod:`precsearch.study.probe` asks, per layer group and low dtype, what
 that group alone in low precision does to the model's numbers: the same first training
@@ -13,11 +13,14 @@ confirmation's own measuring (:mod:`precsearch.engine.measure`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precsearch.policy import Policy
 
-__all__ = ["numerics"]
+if TYPE_CHECKING:
+    from precsearch.engine.problem import Problem
+
+__all__ = ["batch_numerics"]
 
 PROBE_BATCH = 64
 
@@ -62,22 +65,23 @@ def _relative(a: Any, b: Any) -> float | None:
     return float(np.linalg.norm(a - b)) / norm if norm > 0 else float(np.linalg.norm(a))
 
 
-def numerics(runner: Any, configs: list[tuple[str, Policy]]) -> dict[str, dict[str, Any]]:
+def batch_numerics(
+    problem: Problem, configs: list[tuple[str, Policy]]
+) -> dict[str, dict[str, Any]]:
     """Per label: ``loss_error`` and ``gradient_error`` (relative, against FP32; ``None``
-    when not finite),
-    ``max_activation`` and the ``layer`` that holds it, and ``problem`` (non-finite
-    values, or activations near float16's limit: empty when none).
+    when not finite), ``max_activation`` and the ``layer`` that holds it, and
+    ``problem`` (non-finite values, or activations near float16's limit: empty when
+    none).
 
     Args:
-        runner: A :class:`~precsearch.engine.runner.Runner`.
+        problem: The model and data.
         configs: ``(label, policy)`` pairs.
     """
     from precsearch.policy.numerics import probe
 
-    problem = runner.problem
     x, y = problem.first_batch(min(problem.batch_size, PROBE_BATCH))
-    reference = problem.model_for(problem.baseline(), seed=0)
-    ref_loss, ref_grad = _loss_and_gradient(reference, x, y, seed=0)
+    fp32_model = problem.model_for(problem.baseline(), seed=0)
+    fp32_loss, fp32_grad = _loss_and_gradient(fp32_model, x, y, seed=0)
     out = {}
     for label, given in configs:
         model = problem.model_for(problem.normalise(given), seed=0)
@@ -86,8 +90,8 @@ def numerics(runner: Any, configs: list[tuple[str, Policy]]) -> dict[str, dict[s
         top = max(rows, key=lambda r: r["max_activation"], default=None)
         bad = next((r for r in rows if r["problem"]), None)
         out[label] = {
-            "loss_error": _relative(loss, ref_loss),
-            "gradient_error": _relative(grad, ref_grad),
+            "loss_error": _relative(loss, fp32_loss),
+            "gradient_error": _relative(grad, fp32_grad),
             "max_activation": top["max_activation"] if top else 0.0,
             "layer": top["layer"] if top else "",
             "problem": f"{bad['layer']}: {bad['problem']}" if bad else "",
