@@ -20,13 +20,16 @@ Each finding comes with concrete advice; the result is also plain JSON.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precsearch.hardware import describe, fast_dtypes
 from precsearch.policy import Policy
 from precsearch.policy.layers import iter_layers
 from precsearch.policy.numerics import FLOAT16_MAX, FLOAT16_TINY, probe
 from precsearch.records import Budget
+
+if TYPE_CHECKING:
+    from precsearch.engine.problem import Problem
 
 __all__ = ["diagnose", "probe", "render"]
 
@@ -93,7 +96,7 @@ def _softmax_and_output(model: Any) -> list[dict[str, Any]]:
     return found
 
 
-def _judging(problem: Any, budget: Budget) -> dict[str, Any]:
+def _judging(problem: Problem, budget: Budget) -> dict[str, Any]:
     """Which figures of the FP32 runs can judge at the budget, as a study would see them."""
     from precsearch.engine.fidelity import assess, judging_note
     from precsearch.engine.references import References
@@ -108,7 +111,7 @@ def _judging(problem: Any, budget: Budget) -> dict[str, Any]:
     }
 
 
-def diagnose(problem: Any, budget: Budget | None = None) -> dict[str, Any]:
+def diagnose(problem: Problem, budget: Budget | None = None) -> dict[str, Any]:
     """Every check of the module doc on one built :class:`~precsearch.engine.problem.Problem`;
     ``budget`` is the study's (default: the model file's ``steps``, else 120)."""
     budget = budget or Budget(steps=int(problem.spec.config.get("steps") or Budget().steps))

@@ -236,14 +236,14 @@ def fidelity_gap(
     """The fidelity gap (the largest per-figure gap over the figures that can judge) and
     every figure's gap (see the module doc)."""
     judging = [name for name, why in assess(reference).items() if not why]
-    own = {
+    candidate_figures = {
         "loss": _tail(result, reference.span()),
         "val_loss": result.val.get("loss"),
         "val_metric": result.val.get("metric"),
     }
     gaps: dict[str, float] = {}
     for name, fig in _figures(reference).items():
-        finals, value = _finite(fig["finals"]), own[name]
+        finals, value = _finite(fig["finals"]), candidate_figures[name]
         if name not in judging or value is None or not finals:
             continue
         if not math.isfinite(value):
@@ -257,13 +257,13 @@ def fidelity_gap(
 
 
 def precision_gap(
-    result: TrialResult, same: Reference, reference: Reference, fidelity: Fidelity
+    result: TrialResult, fp32_twin: Reference, reference: Reference, fidelity: Fidelity
 ) -> float | None:
     """The candidate's training loss against FP32's at its own batch size and XLA setting
-    (``same``: one run, seed 0, as the candidate), in the user's noise units: what
+    (``fp32_twin``: one run, seed 0, as the candidate), in the user's noise units: what
     precision alone changes (positive: worse)."""
     finals = _finite(_tails(reference))
-    here, there = _tail(result, reference.span()), _tails(same)[0]
+    here, there = _tail(result, reference.span()), _tails(fp32_twin)[0]
     if len(finals) < 2 or not (math.isfinite(here) and math.isfinite(there)):
         return None
     fig = _figures(reference)["loss"]
@@ -278,14 +278,14 @@ def quality_target(reference: Reference) -> float | None:
     return max(finals) if finals else None
 
 
-def judge_twin(same: Reference, reference: Reference, fidelity: Fidelity) -> dict[str, Any]:
-    """A candidate's FP32 twin (``same``: one run with the candidate's data order) judged
+def judge_twin(fp32_twin: Reference, reference: Reference, fidelity: Fidelity) -> dict[str, Any]:
+    """A candidate's FP32 twin (one run with the candidate's data order) judged
     against the user's FP32 training like a candidate: ``{status, reason,
     fidelity_gap}``."""
     twin = TrialResult(
         policy={},
-        curve={"samples": same.samples(), "loss": same.curves[0]},
-        val={"loss": same.val_loss[0], "metric": same.val_metric[0]},
+        curve={"samples": fp32_twin.samples(), "loss": fp32_twin.curves[0]},
+        val={"loss": fp32_twin.val_loss[0], "metric": fp32_twin.val_metric[0]},
     )
     status, reason, gap, _ = judge(twin, reference, fidelity)
     return {"status": status, "reason": reason, "fidelity_gap": gap if math.isfinite(gap) else None}

@@ -16,9 +16,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precsearch.policy import Policy
+
+if TYPE_CHECKING:
+    from precsearch.engine.problem import Problem
 
 __all__ = ["GraphRewrite"]
 
@@ -26,7 +29,7 @@ __all__ = ["GraphRewrite"]
 class GraphRewrite:
     """The graph-rewrite peer for one problem (see the module doc)."""
 
-    def __init__(self, problem: Any) -> None:
+    def __init__(self, problem: Problem) -> None:
         self.problem = problem
         self.float16 = bool(problem.info.gpus)
         self.option = (
