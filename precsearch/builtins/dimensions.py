@@ -154,12 +154,12 @@ class BatchSize(Dimension):
 
     def sizes(self) -> list[int]:
         """Candidate batch sizes, the model's own first."""
-        own = int(self.info["batch_size"])
+        users = int(self.info["batch_size"])
         if self.options.batch_sizes:
-            return [own, *[b for b in self.options.batch_sizes if b != own]]
+            return [users, *[b for b in self.options.batch_sizes if b != users]]
         limit = int(self.info.get("train_examples") or 10**9)
-        others = [max(8, round(own * f / 8) * 8) for f in (0.5, 2, 4)]
-        return list(dict.fromkeys([own, *[b for b in others if b <= limit]]))
+        others = [max(8, round(users * f / 8) * 8) for f in (0.5, 2, 4)]
+        return list(dict.fromkeys([users, *[b for b in others if b <= limit]]))
 
     def choices(self) -> dict[str, list[Any]]:
         return {"batch_size": self.sizes()}
@@ -174,8 +174,8 @@ class JitCompile(Dimension):
     name = "jit_compile"
 
     def choices(self) -> dict[str, list[Any]]:
-        own = bool(self.info.get("jit_compile", False))
-        return {"jit_compile": [own, not own]}
+        users = bool(self.info.get("jit_compile", False))
+        return {"jit_compile": [users, not users]}
 
     def write(self, params: dict[str, Any], draft: dict[str, Any]) -> None:
         draft["jit_compile"] = bool(params["jit_compile"])

@@ -134,13 +134,13 @@ class Policy:
         and a ``"follow"`` rule is resolved through the layer's inputs (its rule gets
         `` follow`` appended)."""
         by_id = {record.id: record for record in records}
-        own = {record.id: self.dtype_for(record) for record in records}
+        by_rule = {record.id: self.dtype_for(record) for record in records}
         decided: dict[str, tuple[str, str]] = {}
 
         def resolve(record: LayerRecord, seen: frozenset[str]) -> tuple[str, str]:
             if record.id in decided:
                 return decided[record.id]
-            dtype, rule = own[record.id]
+            dtype, rule = by_rule[record.id]
             named = record.id in self.layers or record.name in self.layers
             if record.unit is not None and record.unit in by_id and not named:
                 dtype, rule = resolve(by_id[record.unit], seen)[0], "unit"

@@ -235,9 +235,9 @@ def gradient_norms(model: Any, data: tuple[Any, Any]) -> dict[str, float]:
     }
     norms = {"global": math.sqrt(sum(n * n for n in by_variable.values()))}
     for record, layer in iter_layers(model):
-        own = [by_variable[id(v)] for v in layer.trainable_weights if id(v) in by_variable]
-        if own and not record.is_model:
-            norms[record.id] = math.sqrt(sum(n * n for n in own))
+        weights = [by_variable[id(v)] for v in layer.trainable_weights if id(v) in by_variable]
+        if weights and not record.is_model:
+            norms[record.id] = math.sqrt(sum(n * n for n in weights))
     return norms
 
 

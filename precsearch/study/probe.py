@@ -79,11 +79,11 @@ def probe_params(space: Any) -> list[tuple[str, str, str, dict[str, Any]]]:
         # go back to float32.
         recipe = recipes[f"global_{dtype}"]
         fp32 = {**recipe, **{g: "float32" for g in groups}}
-        own = [g for g in groups if dtype in [str(v) for v in choices[g]]]
-        for group in own:
+        offering = [g for g in groups if dtype in [str(v) for v in choices[g]]]
+        for group in offering:
             out.append((f"{group}={dtype}", group, dtype, {**fp32, group: dtype}))
-        if len(own) > 1:
-            out.append((f"{ALL}={dtype}", ALL, dtype, {**fp32, **{g: dtype for g in own}}))
+        if len(offering) > 1:
+            out.append((f"{ALL}={dtype}", ALL, dtype, {**fp32, **{g: dtype for g in offering}}))
     users = recipes["fp32"]
     for value in choices.get(XLA, []):
         if XLA in users and bool(value) != bool(users[XLA]):

@@ -128,14 +128,14 @@ class SearchSpace:
     def policy(self, params: dict[str, Any]) -> Policy:
         """The policy for a full set of parameter values; what no dimension sets is the
         user's own training (their batch size and XLA setting)."""
-        own = int(self.info["batch_size"])
+        users_batch = int(self.info["batch_size"])
         draft: dict[str, Any] = {
             "default": "float32",
             "types": {},
             "layers": {},
-            "batch_size": own,
+            "batch_size": users_batch,
             "lr_rule": self.options.lr_rule,
-            "base_batch_size": own,
+            "base_batch_size": users_batch,
             "jit_compile": bool(self.info.get("jit_compile", False)),
         }
         for dim in self.dimensions:
