@@ -24,7 +24,7 @@ from pages import RESULTS, ROOT, Pages, markdown_table
 from precsearch import Policy
 from precsearch.engine.instrument import step
 from precsearch.engine.runner import Runner
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 from precsearch.records import Budget
 
 ROUNDS, STEPS = 5, 30

@@ -14,7 +14,7 @@ from helpers import MODELS, run_cli, tensorboard_scalars
 
 from precsearch import Policy
 from precsearch.engine.problem import Problem
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 
 ROOT = MODELS.parents[1]
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import MODELS, run_cli, sign_data, tiny_model
 
 import precsearch
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 from precsearch.results.explain import WHY_LEGEND
 from precsearch.results.report import SPEED_LEGEND
 

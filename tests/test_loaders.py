@@ -6,7 +6,7 @@ import pytest
 
 from precsearch import Policy, UserInputError
 from precsearch.engine.runner import Runner
-from precsearch.loaders import load_model_file, read_config, spec_from_callables
+from precsearch.model_file import load_model_file, read_config, spec_from_callables
 from precsearch.records import Budget
 
 GOOD_BUILD = """
@@ -149,7 +149,7 @@ def _builder(width):
 def test_an_edited_build_function_gets_another_fingerprint():
     import numpy as np
 
-    from precsearch.loaders import callable_fingerprint
+    from precsearch.model_file import callable_fingerprint
 
     data = (np.zeros((8, 4), "float32"), np.zeros(8))
 

@@ -250,3 +250,18 @@ def test_unknown_plugins_on_the_command_line_exit_2(tmp_path):
     done = run_cli("run", str(MODELS / "mlp.py"), "--out", str(tmp_path), "--export", "nope")
     assert done.returncode == 2 and "unknown exporter 'nope'" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_bundled_plugins_import_nothing_of_precsearch_but_its_plugin_api():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "plugins"
+    imported = set()
+    for path in root.glob("precsearch-*/precsearch_*/*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("precsearch"):
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names if a.name.startswith("precsearch")}
+    assert imported == {"precsearch.plugins"}

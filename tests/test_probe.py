@@ -21,7 +21,7 @@ from precsearch.cost_model import (
     rejection,
     ruled_out,
 )
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 from precsearch.records import GRAPH_REWRITE, Budget, ModelInfo
 from precsearch.results.explain import group_effects, probe_summary, why_lines
 from precsearch.stored import set_study_record

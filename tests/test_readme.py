@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import sign_data, tiny_model
 
-from precsearch.loaders import read_config
+from precsearch.model_file import read_config
 
 ROOT = Path(__file__).parents[1]
 

@@ -9,7 +9,7 @@ import pytest
 
 from precsearch import Policy
 from precsearch.engine.runner import Runner
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 from precsearch.records import Budget
 
 MODELS = Path(__file__).parent / "models"

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import optuna
 import pytest
 
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 from precsearch.records import ModelInfo
 
 MODEL = """

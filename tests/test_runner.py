@@ -9,7 +9,7 @@ from helpers import MODELS, sign_data, tiny_model
 from precsearch import LossScale, Policy
 from precsearch.engine.references import References
 from precsearch.engine.runner import Runner
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 from precsearch.records import Budget, TrialResult
 
 # Trials here test numerics: they train to the end even where this CPU makes them slow.
@@ -160,7 +160,7 @@ def test_unnamed_layers_keep_their_ids_from_build_to_build(tmp_path):
     model_info.json must still match the models built later (MobileNetV2's head is one)."""
     import keras
 
-    from precsearch.loaders import spec_from_callables
+    from precsearch.model_file import spec_from_callables
 
     def build():
         return tiny_model(

@@ -87,8 +87,8 @@ LAYERS = (
     ("precsearch.results", "precsearch.engine"),
     ("precsearch.cost_model",),  # the probes' record read back
     ("precsearch.stored",),  # every stored key, and the trial readers
-    ("precsearch.plugins", "precsearch.loaders", "precsearch.space"),
-    ("precsearch.policy",),
+    ("precsearch.plugins", "precsearch.space"),  # the plugin API: all a plugin imports
+    ("precsearch.policy", "precsearch.model_file"),
     ("precsearch.records", "precsearch.stats", "precsearch.hardware", "precsearch.files"),
     ("precsearch.errors", "precsearch._version"),
 )

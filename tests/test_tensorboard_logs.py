@@ -9,7 +9,7 @@ from helpers import tensorboard_scalars as scalars
 from optuna.distributions import CategoricalDistribution
 
 from precsearch import LossScale, Policy
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 from precsearch.records import Budget
 from precsearch.results.tensorboard_logs import METRICS, TensorBoardLog, _Run
 from precsearch.study.storage import open_storage, open_study

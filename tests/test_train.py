@@ -8,7 +8,7 @@ from helpers import MODELS
 from precsearch import Policy
 from precsearch.engine.problem import Problem
 from precsearch.engine.train import train
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 
 
 def test_train_scales_a_learning_rate_schedule(tmp_path):

@@ -15,7 +15,7 @@ from pages import Pages, markdown_table
 import precsearch.engine.instrument as timing
 from experiments.shared import model_file
 from precsearch.engine.problem import Problem
-from precsearch.loaders import load_model_file
+from precsearch.model_file import load_model_file
 
 INSTRUMENT = {"example": "wide_mlp", "copies": 4, "seconds": 60.0, "blocks": (0.25, 0.5, 1.0)}
 

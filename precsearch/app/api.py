@@ -11,7 +11,7 @@ from typing import Any
 from precsearch.app.files import export_winner
 from precsearch.app.run import make_executor, run_study
 from precsearch.errors import UserInputError
-from precsearch.loaders import spec_from_callables
+from precsearch.model_file import spec_from_callables
 from precsearch.policy import Policy
 from precsearch.records import Confirmation, TrialResult
 from precsearch.results.export import best_policy_with_manifest, trials_frame, write_trials_csv

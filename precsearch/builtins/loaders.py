@@ -1,10 +1,10 @@
-"""The ``model_file`` loader: the model file contract of :mod:`precsearch.loaders`."""
+"""The ``model_file`` loader: the model file contract of :mod:`precsearch.model_file`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from precsearch.loaders import load_model_file, read_config
+from precsearch.model_file import load_model_file, read_config
 from precsearch.plugins import Loader
 from precsearch.records import ModelSpec
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from precsearch.errors import UserInputError
-from precsearch.loaders import CONFIG_KEYS
+from precsearch.model_file import CONFIG_KEYS
 from precsearch.plugins import GROUPS, Dimension, Exporter, Loader, Objective, available
 from precsearch.policy import Policy
 from precsearch.records import ModelSpec, SpaceOptions, StepStats, TrialResult, Winner

@@ -8,15 +8,15 @@ import math
 from pathlib import Path
 from typing import Any
 
-from precsearch.errors import UserInputError
-from precsearch.loaders import (
+from precsearch.plugins import (
+    Loader,
     ModelSpec,
+    UserInputError,
     functions_of,
     import_model_file,
     read_config,
     read_literal,
 )
-from precsearch.plugins import Loader
 
 __all__ = ["KerasTunerLoader", "best_values"]
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-from precsearch.errors import UserInputError
-from precsearch.plugins import Objective
-from precsearch.records import TrialResult
+from precsearch.plugins import Objective, TrialResult, UserInputError
 
 __all__ = ["MemoryCap", "PeakMemory", "parse_mib"]
 

@@ -6,8 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from precsearch.errors import UserInputError
-from precsearch.plugins import Exporter, Winner
+from precsearch.plugins import Exporter, Policy, UserInputError, Winner
 
 __all__ = ["TFLite"]
 
@@ -29,8 +28,6 @@ class TFLite(Exporter):
 
     def export(self, winner: Winner, directory: Path) -> list[Path]:
         import tensorflow as tf
-
-        from precsearch.policy import Policy
 
         model = winner.model
         # TensorFlow Lite's builtin kernels have no bfloat16 (and the Python interpreter
