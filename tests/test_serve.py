@@ -41,51 +41,38 @@ def test_each_command_and_reply_crosses_as_json_and_each_command_has_one_handler
     from precsearch import Policy
     from precsearch.engine.serve import HANDLERS
     from precsearch.records import Budget, Fidelity, Measurement, TrialResult
-    from precsearch.records.messages import (
-        COMMANDS,
-        ConfirmCommand,
-        ConfirmReply,
-        ErrorReply,
-        ExportCommand,
-        ExportReply,
-        InitCommand,
-        NumericsCommand,
-        NumericsReply,
-        TrialCommand,
-        TrialReply,
-        read_command,
-    )
+    from precsearch.records import messages as m
 
     bf16 = Policy(default="mixed_bfloat16").to_dict()
     exchanges = [
         (
-            InitCommand("model.py", "model_file", "work", Budget(steps=20), Fidelity(), 64),
-            ErrorReply(error="user_input", message="model.py: no build_model()"),
+            m.InitCommand("model.py", "model_file", "work", Budget(steps=20), Fidelity(), 64),
+            m.ErrorReply(error="user_input", message="model.py: no build_model()"),
         ),
         (
-            TrialCommand(policy=bf16, budget=Budget(steps=20, stop_below=1.2)),
-            TrialReply(result=TrialResult(policy=bf16, status="ok", speedup=1.5)),
+            m.TrialCommand(policy=bf16, budget=Budget(steps=20, stop_below=1.2)),
+            m.TrialReply(result=TrialResult(policy=bf16, status="ok", speedup=1.5)),
         ),
         (
-            ConfirmCommand(
+            m.ConfirmCommand(
                 configs=[("c0", bf16), ("graph_rewrite", None)], orders=[["c0"]], block=2
             ),
-            ConfirmReply(measurement=Measurement(rates={"c0": [10.0]}, steps={"c0": 2})),
+            m.ConfirmReply(measurement=Measurement(rates={"c0": [10.0]}, steps={"c0": 2})),
         ),
         (
-            NumericsCommand(configs=[("bf16", bf16)]),
-            NumericsReply(by_label={"bf16": {"loss_error": None, "layer": "dense"}}),
+            m.NumericsCommand(configs=[("bf16", bf16)]),
+            m.NumericsReply(by_label={"bf16": {"loss_error": None, "layer": "dense"}}),
         ),
         (
-            ExportCommand(policy=bf16, exporters=["saved_model"], directory="out"),
-            ExportReply(paths=["out/saved_model"], steps=30, final_loss=0.25),
+            m.ExportCommand(policy=bf16, exporters=["saved_model"], directory="out"),
+            m.ExportReply(paths=["out/saved_model"], steps=30, final_loss=0.25),
         ),
     ]
     for command, reply in exchanges:
         line = command.to_line()
         assert json.loads(line)["cmd"] == command.cmd and line.endswith("\n")
-        assert read_command(line) == command
+        assert m.read_command(line) == command
         assert command.read_reply(reply.to_line()) == reply
-    assert {type(command) for command, _ in exchanges} == set(COMMANDS.values())
+    assert {type(command) for command, _ in exchanges} == set(m.COMMANDS.values())
     # init makes the Runner; every other command is one handler in the worker's table.
-    assert set(HANDLERS) == set(COMMANDS.values()) - {InitCommand}
+    assert set(HANDLERS) == set(m.COMMANDS.values()) - {m.InitCommand}
