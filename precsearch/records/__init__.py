@@ -11,6 +11,10 @@ in its trial's attributes, has none. Reading any of them ignores keys it does no
 that a study written by a newer precsearch still loads. A policy file
 (:mod:`precsearch.policy`) is the exception: it is written by people, so an unknown key
 there is a typo and an error.
+
+The messages between the study process and its worker, one dataclass per command and
+per reply, are :mod:`precsearch.records.messages` (not re-exported here: plugins never
+send them).
 """
 
 from __future__ import annotations
