@@ -130,7 +130,7 @@ def test_callables_spec_runs(tmp_path):
         build, (x, y), compile_kwargs=lambda: {"optimizer": "sgd", "loss": "mse"}
     )
     runner = Runner(spec, budget=Budget(steps=10, block=2, warmup=1))
-    result = runner.run_trial(Policy())
+    result = runner.try_policy(Policy())
     assert result.status == "ok", result.reason
     # FP32 from the same weights and data order (seed 0) as an FP32 run of that seed.
     twin = runner.reference(seeds=(0,)).curves[0]

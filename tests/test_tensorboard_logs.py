@@ -65,7 +65,7 @@ def test_a_float16_trial_logs_its_loss_scale_and_is_written_once(tmp_path):
     from precsearch.engine.runner import Runner
 
     runner = Runner(load_model_file(MODELS / "mlp.py"), budget=Budget(steps=12, stop_slow=False))
-    result = runner.run_trial(
+    result = runner.try_policy(
         Policy(default="mixed_float16", loss_scale=LossScale(initial_scale=2.0**24))
     )
     study = optuna.create_study(directions=["maximize", "minimize"])

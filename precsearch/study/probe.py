@@ -12,7 +12,7 @@ the group's boundaries included:
   decided or precise (its 95% interval excludes 1 or is within ±5%) or the probe time
   is spent; a ratio per probe with its bootstrap interval;
 * **numerics**: one batch against FP32 from the same weights
-  (:func:`precsearch.engine.probe.numerics`): the loss's and the gradient's relative
+  (:func:`precsearch.engine.batch_numerics.batch_numerics`): the loss's and the gradient's relative
   error, the largest activation against float16's limit.
 
 Where the space offers XLA, one more probe times FP32 with the other XLA setting (XLA,
