@@ -67,6 +67,20 @@ class TrialFailed(PrecsearchError):
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _KERAS_WRAPPER = "Exception encountered when calling"
+_GRAPH_ERROR = "Graph execution error:"
+_NODE = re.compile(r"\[\[\{\{node ([^}]+)\}\}\]\]|^Detected at node '?([^' ]+)'? defined at")
+
+
+def _graph_error(lines: list[str]) -> str:
+    """TensorFlow's "Graph execution error:" as what failed and where: the op's own
+    message (after the Python stack it prints) and the node, whose name is the layer's
+    path (``functional/token_embedding/embedding/GatherV2``)."""
+    node = next((m.group(1) or m.group(2) for line in lines if (m := _NODE.search(line))), "")
+    stack = [i for i, line in enumerate(lines) if line.startswith(("File ", "Detected at node"))]
+    after = lines[stack[-1] + 1 :] if stack else lines[1:]
+    message = next((line for line in after if not line.startswith("[[")), lines[0])
+    message = re.sub(r"\s*\[\[\{\{node [^}]+\}\}\]\].*$", "", message).strip()
+    return f"{message} (at node {node})" if node else message
 
 
 def one_line(exc: BaseException, limit: int = 200) -> str:
@@ -77,6 +91,8 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
     that line says where, the next one what: both are kept, in that order.
     """
     lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith(_GRAPH_ERROR):
+        lines = [_graph_error(lines)]
     if len(lines) > 1 and lines[0].startswith(_KERAS_WRAPPER):
         where = lines[0].removeprefix(_KERAS_WRAPPER).strip().rstrip(".")
         lines = [f"{lines[1]} (in {where})"]

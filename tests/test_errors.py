@@ -24,3 +24,24 @@ def test_one_line_is_the_first_line_and_short():
     assert one_line(KeyError()) == "KeyError"
     long = one_line(RuntimeError("x" * 500), limit=50)
     assert len(long) == 50 and long.endswith("...")
+
+
+def test_a_graph_execution_error_says_what_failed_and_at_which_layer():
+    # TensorFlow's first line says only that a graph failed; the op's message follows
+    # the Python stack it prints, and the node's name is the layer's path.
+    class InvalidArgumentError(Exception):
+        pass
+
+    text = (
+        "Graph execution error:\n\nDetected at node functional_1/token_embedding/embedding/"
+        "GatherV2 defined at (most recent call last):\n"
+        '  File "model.py", line 24, in <module>\n\n'
+        '  File "keras/src/backend/tensorflow/numpy.py", line 3095, in take\n\n'
+        "indices[57,51] = 2000 is not in [0, 2000)\n"
+        "\t [[{{node functional_1/token_embedding/embedding/GatherV2}}]] "
+        "[Op:__inference_multi_step_on_iterator_510]"
+    )
+    assert one_line(InvalidArgumentError(text), limit=300) == (
+        "InvalidArgumentError: indices[57,51] = 2000 is not in [0, 2000) "
+        "(at node functional_1/token_embedding/embedding/GatherV2)"
+    )
