@@ -68,6 +68,8 @@ class TrialFailed(PrecsearchError):
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _KERAS_WRAPPER = "Exception encountered when calling"
 _GRAPH_ERROR = "Graph execution error:"
+# An eager op's error starts with its kernel's name and device, which says nothing new.
+_FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
 _NODE = re.compile(r"\[\[\{\{node ([^}]+)\}\}\]\]|^Detected at node '?([^' ]+)'? defined at")
 
 
@@ -90,7 +92,8 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
     ("Exception encountered when calling PatchEncoder.call().") and the cause after it;
     that line says where, the next one what: both are kept, in that order.
     """
-    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
+    text = _FUNCTION_NODE.sub("", _ANSI.sub("", str(exc)))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     if len(lines) > 1 and lines[0].startswith(_GRAPH_ERROR):
         lines = [_graph_error(lines)]
     if len(lines) > 1 and lines[0].startswith(_KERAS_WRAPPER):

@@ -21,7 +21,9 @@ from precsearch.policy import Policy
 from precsearch.records import Confirmation, ModelInfo, TrialResult
 
 __all__ = [
+    "answered_by_pins",
     "answered_by_probes",
+    "answered_without_training",
     "baseline_of",
     "baseline_trial",
     "best_feasible_low",
@@ -34,6 +36,7 @@ __all__ = [
     "has_result",
     "is_feasible",
     "is_repeat",
+    "mark_answered_by_pins",
     "mark_answered_by_probes",
     "mark_repeat",
     "measured_trials",
@@ -64,6 +67,7 @@ _REASON = "reason"
 _BASELINE = "baseline"
 _REPEAT_OF = "duplicate_of"
 _PROBE_REJECTED = "probe_rejected"
+_PINNED = "pinned"
 _TWIN_OF = "twin_of"
 _ENQUEUED_BY_PROBES = "probe"
 _HOST, _PID, _SAMPLER_SEED = "host", "pid", "sampler_seed"
@@ -81,6 +85,7 @@ STUDY_RECORDS = (
     "hardware",
     "lr_rule",
     "probes",
+    "pins",
 )
 _CONFIRMATION = "confirmation"
 _REFERENCE_PREFIX = "reference:"
@@ -194,6 +199,21 @@ def mark_answered_by_probes(trial: Any) -> None:
     trial.set_user_attr(_PROBE_REJECTED, True)
 
 
+def answered_by_pins(trial: Any) -> bool:
+    """Whether a trial's policy put a pinned group in its dtype, so it never trained."""
+    return bool(trial.user_attrs.get(_PINNED))
+
+
+def mark_answered_by_pins(trial: Any) -> None:
+    """Store a running trial as answered by the study's pins (it does not train)."""
+    trial.set_user_attr(_PINNED, True)
+
+
+def answered_without_training(trial: Any) -> bool:
+    """Whether the probes or the pins answered a trial, so it never trained."""
+    return answered_by_probes(trial) or answered_by_pins(trial)
+
+
 def study_record(study: Any, key: str) -> Any:
     """One of :data:`STUDY_RECORDS` as stored (JSON data), ``None`` when absent;
     ``model_info`` comes back as its :class:`~precsearch.records.ModelInfo`."""
@@ -273,8 +293,8 @@ def is_feasible(trial: Any) -> bool:
 
 def trained_own_policy(trial: Any) -> bool:
     """Whether a trial trained a policy of its own: it holds a result and is neither a
-    sampler's repeat nor a policy the probes answered without a trial."""
-    return has_result(trial) and not is_repeat(trial) and not answered_by_probes(trial)
+    sampler's repeat nor a policy the probes or the pins answered without a trial."""
+    return has_result(trial) and not is_repeat(trial) and not answered_without_training(trial)
 
 
 def results_that_ran(trials: Iterable[Any]) -> list[TrialResult]:

@@ -45,3 +45,16 @@ def test_a_graph_execution_error_says_what_failed_and_at_which_layer():
         "InvalidArgumentError: indices[57,51] = 2000 is not in [0, 2000) "
         "(at node functional_1/token_embedding/embedding/GatherV2)"
     )
+
+
+def test_an_eager_ops_error_leaves_out_its_kernel_and_device():
+    class InvalidArgumentError(Exception):
+        pass
+
+    text = (
+        "{{function_node __wrapped__GatherV2_device_/job:localhost/replica:0/task:0/device:"
+        "CPU:0}} indices[0,11] = 2000 is not in [0, 2000) [Op:GatherV2]"
+    )
+    assert one_line(InvalidArgumentError(text)) == (
+        "InvalidArgumentError: indices[0,11] = 2000 is not in [0, 2000) [Op:GatherV2]"
+    )

@@ -85,6 +85,7 @@ LAYERS = (
     ("precsearch.testing", "precsearch.builtins"),  # contract suites, built-in plugins
     ("precsearch.study",),  # Optuna's side; its executors drive the engine
     ("precsearch.results", "precsearch.engine"),
+    ("precsearch.pins",),  # the pins' record read back
     ("precsearch.cost_model",),  # the probes' record read back
     ("precsearch.stored",),  # every stored key, and the trial readers
     ("precsearch.plugins", "precsearch.space"),  # the plugin API: all a plugin imports

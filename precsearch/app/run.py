@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -336,8 +337,9 @@ def run_study(
         probes, said = probe_study(study, executor, space, options, run.budget.block, progress)
         run.notes += said
         objective = make_objective(
-            space, executor, run.budget, run.objectives, options.seed, probes
-        )
+            space, executor, run.budget, run.objectives, options.seed, probes,
+            say=lambda line: print(line, file=progress or sys.stderr, flush=True),
+        )  # fmt: skip
         run.notes += search_trials(study, objective, options, space, progress, [share, logs])
         if options.confirm_top > 0:
             try:

@@ -227,7 +227,13 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from precsearch.app.api import load_study
-    from precsearch.results.explain import PROBE_LEGEND, WHY_LEGEND, probe_summary
+    from precsearch.results.explain import (
+        PINS_LEGEND,
+        PROBE_LEGEND,
+        WHY_LEGEND,
+        pin_summary,
+        probe_summary,
+    )
     from precsearch.results.report import (
         SPEED_LEGEND,
         assignments_summary,
@@ -267,11 +273,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         serving = serving_text(policy.manifest.get("serving") or {})
         if serving:
             print(serving)
-    probes = probe_summary(study)
-    if probes:
-        print(f"{PROBE_LEGEND}:")
-        for line in probes:
-            print(f"  {line}")
+    for legend, lines in ((PINS_LEGEND, pin_summary(study)), (PROBE_LEGEND, probe_summary(study))):
+        if lines:
+            print(f"{legend}:")
+            for line in lines:
+                print(f"  {line}")
     print()
     paths = {"study folder": result.study_dir}
     for name in ("study.journal", "trials.csv", "best_policy.json", "saved_model", "report.html"):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from precsearch.engine.guarded import classify
+from precsearch.errors import UserInputError
 from precsearch.policy import Policy
 
 if TYPE_CHECKING:
@@ -71,30 +73,45 @@ def batch_numerics(
     """Per label: ``loss_error`` and ``gradient_error`` (relative, against FP32; ``None``
     when not finite), ``max_activation`` and the ``layer`` that holds it, and
     ``problem`` (non-finite values, or activations near float16's limit: empty when
-    none).
+    none); for a policy whose batch raises, ``error`` (the reason, as a failed trial's)
+    and ``detail`` instead: one policy that breaks is a finding about it, not a failure
+    of the others.
 
     Args:
         problem: The model and data.
         configs: ``(label, policy)`` pairs.
     """
-    from precsearch.policy.numerics import probe
-
     x, y = problem.first_batch(min(problem.batch_size, PROBE_BATCH))
     fp32_model = problem.model_for(problem.baseline(), seed=0)
-    fp32_loss, fp32_grad = _loss_and_gradient(fp32_model, x, y, seed=0)
+    fp32 = _loss_and_gradient(fp32_model, x, y, seed=0)
     out = {}
     for label, given in configs:
-        model = problem.model_for(problem.normalise(given), seed=0)
-        loss, grad = _loss_and_gradient(model, x, y, seed=0)
-        rows = probe(model, (x, y))
-        top = max(rows, key=lambda r: r["max_activation"], default=None)
-        bad = next((r for r in rows if r["problem"]), None)
-        out[label] = {
-            "loss_error": _relative(loss, fp32_loss),
-            "gradient_error": _relative(grad, fp32_grad),
-            "max_activation": top["max_activation"] if top else 0.0,
-            "layer": top["layer"] if top else "",
-            "problem": f"{bad['layer']}: {bad['problem']}" if bad else "",
-        }
-        del model
+        try:
+            out[label] = _against_fp32(problem, given, (x, y), fp32)
+        except UserInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - each policy is a trial of its own here
+            reason, detail = classify(exc)
+            out[label] = {"error": reason, "detail": detail[-1000:]}
     return out
+
+
+def _against_fp32(
+    problem: Problem, given: Policy, data: tuple[Any, Any], fp32: tuple[float, Any]
+) -> dict[str, Any]:
+    """One policy's numbers on the batch against FP32's (see :func:`batch_numerics`)."""
+    from precsearch.policy.numerics import probe
+
+    x, y = data
+    model = problem.model_for(problem.normalise(given), seed=0)
+    loss, grad = _loss_and_gradient(model, x, y, seed=0)
+    rows = probe(model, (x, y))
+    top = max(rows, key=lambda r: r["max_activation"], default=None)
+    bad = next((r for r in rows if r["problem"]), None)
+    return {
+        "loss_error": _relative(loss, fp32[0]),
+        "gradient_error": _relative(grad, fp32[1]),
+        "max_activation": top["max_activation"] if top else 0.0,
+        "layer": top["layer"] if top else "",
+        "problem": f"{bad['layer']}: {bad['problem']}" if bad else "",
+    }

@@ -18,6 +18,7 @@ import math
 import os
 from typing import Any
 
+from precsearch.engine.inputs import integer_inputs
 from precsearch.errors import (
     UserInputError,
     is_resource_problem,
@@ -270,6 +271,9 @@ class Problem:
             dropped_compile_args=self.dropped_compile_args,
             optimizer=self._optimizer_name(),
             serving=self._serving(model),
+            integer_inputs=integer_inputs(
+                self.first_batch(min(self.n_train, 256))[0], getattr(model, "inputs", None)
+            ),
         )
 
     def _serving(self, model: Any) -> dict[str, Any]:

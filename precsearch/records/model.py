@@ -101,6 +101,9 @@ class ModelInfo:
         serving: The exported signature: ``inputs`` (names) and ``outputs`` (name ->
             what it holds: probabilities, logits or values); empty names where Keras
             generates them (a subclassed model).
+        integer_inputs: Float inputs whose first examples are all integers (token ids fed
+            through a float ``Input``): input name -> the largest absolute value. A low
+            dtype holds integers exactly only up to 256 (bfloat16) or 2048 (float16).
     """
 
     source: str
@@ -121,6 +124,7 @@ class ModelInfo:
     dropped_compile_args: list[str] = field(default_factory=list)
     optimizer: str = ""
     serving: dict[str, Any] = field(default_factory=dict)
+    integer_inputs: dict[str, float] = field(default_factory=dict)
 
     def notes(self) -> list[str]:
         """What precsearch changed about the user's training, for people (the run's

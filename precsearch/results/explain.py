@@ -35,6 +35,10 @@ WHY_LEGEND = (
     "log-linear fit over the search's trials, each timed by its own blocks, 95% interval)"
 )
 
+PINS_LEGEND = (
+    "Kept float32 (a layer group that breaks the model in a low dtype, found by the search "
+    "on one batch against FP32, and never proposed in that dtype again)"
+)
 PROBE_LEGEND = (
     "The probes (each layer group alone in low precision against FP32, before the "
     "search: speed with its 95% interval, numerics on one batch)"
@@ -187,6 +191,15 @@ def answer_params(study: Any, record: Any) -> dict[str, str]:
         return {}
     params = study.trials[record.best_trial].params
     return {k: str(v) for k, v in params.items() if k == "dtype" or k.startswith("dtype:")}
+
+
+def pin_summary(study: Any) -> list[str]:
+    """One line per pinned layer group: its layers and why it stays float32 (``[]`` for
+    a study without pins)."""
+    from precsearch.pins import pin_lines
+
+    info = study_record(study, "model_info")
+    return pin_lines(study_record(study, "pins"), info.integer_inputs if info else {})
 
 
 def probe_summary(study: Any) -> list[str]:

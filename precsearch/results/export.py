@@ -13,7 +13,13 @@ from precsearch.files import write_text_atomic
 from precsearch.hardware import describe
 from precsearch.policy import Policy
 from precsearch.records import TrialResult
-from precsearch.results.explain import answer_params, group_effects, probe_summary, why_lines
+from precsearch.results.explain import (
+    answer_params,
+    group_effects,
+    pin_summary,
+    probe_summary,
+    why_lines,
+)
 from precsearch.stored import (
     baseline_of,
     confirmation_of,
@@ -168,8 +174,20 @@ def best_policy_with_manifest(study: Any) -> Policy:
         # Why each layer group has its dtype (results.explain): one line per group.
         # The probes and the cost model's error against the trials: one line each.
         "probes": probe_summary(study),
+        "pinned": _pinned(study),
         "why": why_lines(
             group_effects(study), answer_params(study, record), study_record(study, "probes")
         ),
     }
     return policy
+
+
+def _pinned(study: Any) -> list[dict[str, Any]]:
+    """Layer groups kept float32 because they break in a low dtype: why, in words, and
+    the raw evidence (the error, or the non-finite value, on one batch)."""
+    pins = (study_record(study, "pins") or {}).values()
+    return [
+        {**{key: pin.get(key) for key in ("param", "dtype", "layers", "reason", "problem")},
+         "why": line}
+        for pin, line in zip(pins, pin_summary(study), strict=True)
+    ]  # fmt: skip

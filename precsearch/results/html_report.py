@@ -24,10 +24,12 @@ from typing import Any
 
 from precsearch.files import write_text_atomic
 from precsearch.results.explain import (
+    PINS_LEGEND,
     PROBE_LEGEND,
     WHY_LEGEND,
     answer_params,
     group_effects,
+    pin_summary,
     probe_summary,
     why_lines,
 )
@@ -97,11 +99,17 @@ def layer_groups(study: Any) -> list[dict[str, Any]]:
 
 
 def _probes_html(study: Any) -> str:
-    lines = probe_summary(study)
-    if not lines:
-        return ""
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
-    return f"<section><h2>Probes</h2><p>{html.escape(PROBE_LEGEND)}</p><ul>{items}</ul></section>"
+    sections = []
+    for title, legend, lines in (
+        ("Kept float32", PINS_LEGEND, pin_summary(study)),
+        ("Probes", PROBE_LEGEND, probe_summary(study)),
+    ):
+        if lines:
+            items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+            sections.append(
+                f"<section><h2>{title}</h2><p>{html.escape(legend)}</p><ul>{items}</ul></section>"
+            )
+    return "".join(sections)
 
 
 def _groups_html(study: Any) -> str:

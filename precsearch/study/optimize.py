@@ -25,9 +25,12 @@ from typing import Any
 
 from precsearch.cost_model import predicted, rejection
 from precsearch.errors import StorageError, TrialFailed, one_line
+from precsearch.pins import pinned_reason
 from precsearch.records import Budget, TrialResult
 from precsearch.stored import (
+    answered_by_pins,
     answered_by_probes,
+    answered_without_training,
     baseline_of,
     best_feasible_low,
     enqueue_twin,
@@ -35,6 +38,7 @@ from precsearch.stored import (
     has_result,
     is_feasible,
     is_repeat,
+    mark_answered_by_pins,
     mark_answered_by_probes,
     mark_repeat,
     named_constraints,
@@ -44,8 +48,10 @@ from precsearch.stored import (
     result_of,
     set_constraints,
     status_of,
+    study_record,
 )
 from precsearch.study.options import SearchOptions
+from precsearch.study.pitfalls import low_groups, pin_failure
 from precsearch.study.space import SearchSpace
 from precsearch.study.storage import redact, storage_failure
 
@@ -92,6 +98,7 @@ class Progress:
         self.exhausted = False
         self.repeats = 0
         self.rejected = 0
+        self.pinned = 0
         self.stream = stream or sys.stderr
         self.best: float | None = None
         self.notes: list[str] = []
@@ -108,8 +115,11 @@ class Progress:
             study.stop()
         if answered_by_probes(trial):
             self.rejected += 1
-        if is_repeat(trial) or answered_by_probes(trial):
-            # Neither ran: a repeat has its earlier figures, a rejection the probes'.
+        if answered_by_pins(trial):
+            self.pinned += 1
+        if is_repeat(trial) or answered_without_training(trial):
+            # Neither ran: a repeat has its earlier figures, a rejection the probes' or
+            # the pins'.
             self.repeats += 1
             if self.repeats >= MAX_REPEATS:  # the sampler is stuck on what it measured
                 self.exhausted = True
@@ -164,12 +174,18 @@ def make_objective(
     objectives: list[Any],
     seed: int = 0,
     probes: dict[str, Any] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> Callable[[Any], tuple[float, ...]]:
     """The Optuna objective: suggest a policy, run it in the executor, score it.
 
     A policy with a dtype the probes ruled out (:func:`precsearch.cost_model.rejection`)
     is answered ``too_slow`` without running, its speedup the probes' prediction
-    (``probe_rejected`` in its result's numerics); the baselines always run.
+    (``probe_rejected`` in its result's numerics); one that puts a pinned group in its
+    dtype (:func:`precsearch.pins.pinned_reason`) is answered ``infeasible``; the
+    baselines always run. A trial that breaks in low precision (an error, a non-finite
+    loss) is localized (:mod:`precsearch.study.pitfalls`): the groups that break are
+    pinned float32, each said in one line through ``say`` (default: stderr), and the
+    trial is ``infeasible`` with the pin as its reason.
 
     Every objective plugin gives a value (those with a direction) and may give a
     constraint. A value that is missing or NaN (which Optuna refuses) becomes ``inf`` in
@@ -200,19 +216,15 @@ def make_objective(
                 set_constraints(trial, named_constraints(done))
                 return tuple(done.values)
         baseline = baseline_of(trial) != ""
-        ruled = "" if baseline else rejection(probes, trial.params)
-        if ruled:
-            result = TrialResult(
-                policy=policy.to_dict(), status="too_slow", reason=ruled,
-                speedup=predicted(probes, trial.params), numerics={"probe_rejected": True},
-            )  # fmt: skip
-            mark_answered_by_probes(trial)
-        else:
+        result = None if baseline else _answered(trial, policy, probes)
+        if result is None:
             # A trial confidently slower than the best feasible one cannot be the answer:
             # it stops after its first blocks. The baselines are held to FP32's speed only:
             # the global recipe's own verdict is a figure the report shows.
             bar = 1.0 if baseline else best_feasible_low(trial.study)
             result = executor.run_trial(policy, replace(budget, stop_below=bar))
+            if _broke(result) and low_groups(trial.params):
+                result = _pinned(trial, executor, space, result, say or _to_stderr)
         record_result(trial, result, MAX_CURVE_POINTS)
         if result.status == "failed":
             raise TrialFailed(result.reason, result.numerics.get("detail", ""))
@@ -228,6 +240,53 @@ def make_objective(
         return values
 
     return objective
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _answered(trial: Any, policy: Any, probes: dict[str, Any] | None) -> TrialResult | None:
+    """The result of a trial answered without training: its policy puts a pinned group
+    in its dtype, or a dtype the probes ruled out (``None``: it trains)."""
+    pinned = pinned_reason(study_record(trial.study, "pins"), trial.params)
+    if pinned:
+        mark_answered_by_pins(trial)
+        return TrialResult(policy=policy.to_dict(), status="infeasible", reason=pinned,
+                           numerics={"pinned": True})  # fmt: skip
+    ruled = rejection(probes, trial.params)
+    if ruled:
+        mark_answered_by_probes(trial)
+        return TrialResult(
+            policy=policy.to_dict(), status="too_slow", reason=ruled,
+            speedup=predicted(probes, trial.params), numerics={"probe_rejected": True},
+        )  # fmt: skip
+    return None
+
+
+def _broke(result: TrialResult) -> bool:
+    """Whether a trial broke in a way one batch can show: an error (not a timeout or
+    running out of memory) or a non-finite loss."""
+    failed = result.status == "failed" and result.reason.startswith("error:")
+    return failed or result.numerics.get("nonfinite_step") is not None
+
+
+def _pinned(
+    trial: Any, executor: Any, space: SearchSpace, result: TrialResult, say: Callable[[str], None]
+) -> TrialResult:
+    """A trial that broke, localized (:func:`precsearch.study.pitfalls.pin_failure`):
+    ``infeasible`` with its pin as the reason (the error kept in its numerics), or as it
+    was where nothing breaks on one batch or the localizing itself failed."""
+    try:
+        pin_failure(trial.study, executor, space, dict(trial.params), say)
+    except TrialFailed as exc:
+        say(f"note: trial {trial.number} broke and could not be localized ({exc})")
+        return result
+    reason = pinned_reason(study_record(trial.study, "pins"), trial.params)
+    if not reason:
+        return result
+    numerics = {**result.numerics, "broke": result.reason}
+    return replace(result, status="infeasible", reason=reason, numerics=numerics)
 
 
 def _score(
@@ -302,10 +361,17 @@ def search_trials(
             f"{counter.rejected} proposals were answered by the probes without running "
             "(a dtype they ruled out; not counted as trials)"
         )
+    if counter.pinned:
+        notes.append(
+            f"{counter.pinned} proposals were answered by the pins without running (a group "
+            "kept float32 in the dtype that breaks it; not counted as trials)"
+        )
     if counter.exhausted and counter.done < options.trials:
+        answered = " or the probes ruled out" if counter.rejected else ""
+        answered += " or the pins answered" if counter.pinned else ""
         notes.append(
             f"stopped after {counter.done} new trials: the sampler proposes only policies "
-            f"it measured already{' or the probes ruled out' if counter.rejected else ''} "
+            f"it measured already{answered} "
             f"(the space holds {size})"
         )
     return notes

@@ -57,8 +57,10 @@ from precsearch.cost_model import (
     ruled_out,
 )
 from precsearch.errors import TrialFailed, UserInputError, one_line
+from precsearch.pins import breaks
 from precsearch.stats import half_width, ratio_figures
 from precsearch.stored import enqueue_predicted_best, set_study_record, study_record
+from precsearch.study.pitfalls import pin_failure
 from precsearch.study.selection import measure_rounds
 
 __all__ = ["probe_params", "probe_study", "run_probes"]
@@ -103,6 +105,18 @@ def run_probes(
             "nothing to probe: the space offers no low-precision dtype for any layer group "
             "(see --dtypes and --group-by)"
         )
+    # The numbers first: a probe that breaks the model on one batch is a finding (the
+    # search pins its group float32), not something to time.
+    numbers = executor.numerics(
+        [(label, space.policy(p)) for label, param, _, p in probes if param != XLA]
+    )
+    broken = {
+        label: {"param": param, "dtype": dtype, "params": {k: str(v) for k, v in p.items()},
+                "numerics": numbers[label]}
+        for label, param, dtype, p in probes
+        if label in numbers and breaks(numbers[label])
+    }  # fmt: skip
+    probes = [probe for probe in probes if probe[0] not in broken]
     configs = [("fp32", fp32)] + [(label, space.policy(p)) for label, _, _, p in probes]
 
     def settled(m: Any) -> bool:
@@ -113,10 +127,7 @@ def run_probes(
         return True
 
     rng = np.random.default_rng(seed)
-    measured = measure_rounds(executor, configs, rng, block, seconds, settled)
-    numbers = executor.numerics(
-        [(label, space.policy(p)) for label, param, _, p in probes if param != XLA]
-    )
+    measured = measure_rounds(executor, configs, rng, block, seconds, settled) if probes else None
     entries = {}
     for label, param, dtype, params in probes:
         entries[label] = {
@@ -128,7 +139,8 @@ def run_probes(
         }
     return {
         "probes": entries,
-        "rounds": len(measured.orders),
+        "broken": broken,
+        "rounds": len(measured.orders) if measured else 0,
         "seconds": time.perf_counter() - t0,
     }
 
@@ -137,10 +149,16 @@ def probe_study(
     study: Any, executor: Any, space: Any, options: Any, block: int, progress: Any
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The study's probes (stored ones on a resume, else measured now and stored), the
-    predicted-best policy enqueued; ``(record, notes)``. A probe that fails leaves the
-    search to run without them (a note says why)."""
+    predicted-best policy enqueued; ``(record, notes)``. A probe that breaks the model on
+    one batch is localized and its group pinned float32
+    (:func:`precsearch.study.pitfalls.pin_failure`); a probe command that fails (the
+    worker died) leaves the search to run without them (a note says why)."""
     record = study_record(study, "probes")
     notes: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, file=progress, flush=True)
+
     if record is None and options.probe_time > 0 and probe_params(space):
         try:
             record = run_probes(executor, space, options.probe_time, block, options.seed)
@@ -155,6 +173,13 @@ def probe_study(
         )
         for line in probe_lines(record):
             print(f"  {line}", file=progress, flush=True)
+        by_label = {label: params for label, _, _, params in probe_params(space)}
+        # Each group alone before all of them together: the bisection starts small.
+        for label in sorted(record.get("broken") or {}, key=lambda k: k.startswith(ALL)):
+            try:
+                pin_failure(study, executor, space, by_label[label], say)
+            except TrialFailed as exc:
+                notes.append(f"probe {label} broke and could not be localized ({one_line(exc)})")
     best = predicted_best(record, space)
     if best is not None and rejection(record, best) == "":
         enqueue_predicted_best(study, best)

@@ -10,10 +10,12 @@ TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from precsearch.errors import UserInputError
 from precsearch.hardware import fast_dtypes
+from precsearch.pins import EXACT_INTEGERS
 from precsearch.plugins import Dimension, create
 from precsearch.policy import Policy
 from precsearch.records import (
@@ -68,6 +70,7 @@ class SearchSpace:
                     "pass --dtypes to choose"
                 )
             self.options.dtypes = ["float32", *fast]
+        self.options.notes += _integer_input_notes(info, self.dtypes[1:])
         rule, why = resolve_lr_rule(self.options.lr_rule, info.get("optimizer"))
         self.options.lr_rule, self.lr_rule_why = rule, why
         self.dimensions: list[Dimension] = []
@@ -118,6 +121,14 @@ class SearchSpace:
             "params": {name: [str(v) for v in values] for name, values in self.choices().items()},
         }
 
+    def group_layers(self) -> dict[str, list[str]]:
+        """The layer ids of each dtype parameter's group (layer dtype dimensions only)."""
+        found: dict[str, list[str]] = {}
+        for dim in self.dimensions:
+            for group, ids in (getattr(dim, "groups", None) or {}).items():
+                found[dim.param(group)] = list(ids)
+        return found
+
     def suggest(self, trial: Any) -> Policy:
         """Ask an Optuna trial for every parameter and build the policy."""
         params = {
@@ -163,3 +174,20 @@ class SearchSpace:
             label = "fp32" if dtype == "float32" else f"global_{dtype}"
             out.append((label, params))
         return out
+
+
+def _integer_input_notes(info: dict[str, Any], low: list[str]) -> list[str]:
+    """A note per float input that carries integers a low dtype offered rounds (token ids
+    through a float ``Input``): the classic pitfall, said before any trial meets it."""
+    notes = []
+    for name, top in (info.get("integer_inputs") or {}).items():
+        rounding = [d for d in low if top > EXACT_INTEGERS.get(d, math.inf)]
+        if rounding:
+            exact = ", ".join(f"{d} up to {EXACT_INTEGERS[d]}" for d in rounding)
+            notes.append(
+                f"{name} carries integer values up to {top:.0f} as floats, which low "
+                f"precision holds exactly only so far ({exact}): a layer that computes in it "
+                "and reads them as ids (Embedding, one-hot, gather) gets other ids; the search "
+                "finds such a layer and keeps it float32 (an int32 Input avoids it)"
+            )
+    return notes

@@ -1,0 +1,138 @@
+"""A layer group that breaks in low precision: localized, pinned float32, explained, and
+the rest of the model still searched (precsearch/study/pitfalls.py, precsearch/pins.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import MODELS, run_cli
+
+from precsearch.pins import breaks, cause, pin_lines, pinned_reason
+from precsearch.study.pitfalls import localize
+
+FINE = {"loss_error": 0.01, "gradient_error": 0.02, "problem": ""}
+
+
+class Space:
+    """What localize asks of a search space: a policy per parameter set (here the set of
+    groups in low precision itself) and each group's layers."""
+
+    def group_layers(self):
+        return {"dtype:a": ["a1"], "dtype:b": ["b1", "b2"], "dtype:c": ["c1"], "dtype:d": []}
+
+    def policy(self, params):
+        return frozenset(p for p, v in params.items() if v != "float32")
+
+
+class OneBatch:
+    """An executor whose one-batch numbers break when ``culprits`` are all low together
+    (the real one runs the model: the slow test below); it counts its commands."""
+
+    def __init__(self, *culprits):
+        self.culprits = [frozenset(c) for c in culprits]
+        self.commands = 0
+
+    def numerics(self, configs):
+        self.commands += 1
+        out = {}
+        for label, low in configs:
+            broken = any(c <= low for c in self.culprits)
+            out[label] = {"error": "error: ValueError: boom", "detail": ""} if broken else FINE
+        return out
+
+
+PARAMS = {p: "bfloat16" for p in ("dtype:a", "dtype:b", "dtype:c", "dtype:d")} | {"x": 1}
+
+
+def test_a_group_that_breaks_alone_is_pinned_and_nothing_else():
+    executor = OneBatch({"dtype:b"})
+    pins = localize(executor, Space(), PARAMS)
+    assert list(pins) == ["dtype:b=bfloat16"]
+    assert pins["dtype:b=bfloat16"]["layers"] == ["b1", "b2"]
+    assert pins["dtype:b=bfloat16"]["reason"] == "error: ValueError: boom"
+    # The policy as it is, each group alone, the rest together: three commands.
+    assert executor.commands == 3
+
+
+def test_groups_that_break_only_together_are_found_by_halving():
+    pins = localize(OneBatch({"dtype:c", "dtype:d"}), Space(), PARAMS)
+    assert set(pins) == {"dtype:c=bfloat16", "dtype:d=bfloat16"}
+    assert pins["dtype:c=bfloat16"]["together_with"] == ["dtype:d"]
+
+
+def test_a_policy_that_does_not_break_on_one_batch_pins_nothing():
+    executor = OneBatch()
+    assert localize(executor, Space(), PARAMS) == {} and executor.commands == 1
+    assert localize(OneBatch({"dtype:a"}), Space(), {"dtype:a": "float32"}) == {}
+
+
+def test_the_numbers_that_say_a_policy_breaks():
+    assert breaks(FINE) == ""
+    assert breaks({"error": "error: X"}) == "error: X"
+    nan = {"loss_error": None, "gradient_error": None, "problem": "dense: non-finite"}
+    assert breaks(nan) == "non-finite loss on one batch (dense: non-finite)"
+
+
+def test_an_id_rounded_out_of_range_is_said_in_words_with_what_to_do():
+    pin = {
+        "param": "dtype:Embedding",
+        "dtype": "bfloat16",
+        "layers": ["embedding"],
+        "reason": "error: InvalidArgumentError: indices[0,11] = 2000 is not in [0, 2000)",
+    }
+    assert cause(pin, {"tokens": 1999.0, "mask": 1.0}) == (
+        "its input holds integer ids (tokens up to 1999); bfloat16 holds integers exactly "
+        "only up to 256, so an id became 2000, out of the layer's range [0, 2000): keep it "
+        "float32, or give the Input dtype int32"
+    )
+    (line,) = pin_lines({"dtype:Embedding=bfloat16": pin}, {"tokens": 1999.0})
+    assert line.startswith("Embedding (embedding) stays float32 in bfloat16: its input holds")
+    pins = {"dtype:Embedding=bfloat16": pin}
+    assert pinned_reason(pins, {"dtype:Embedding": "bfloat16"}).startswith(
+        "pinned float32: Embedding in bfloat16 (error: InvalidArgumentError: indices"
+    )
+    assert pinned_reason(pins, {"dtype:Embedding": "float32"}) == ""
+    assert pinned_reason(pins, {"dtype:Embedding": "float16"}) == ""
+
+
+@pytest.mark.slow
+def test_a_transformer_whose_embedding_breaks_in_bfloat16_is_searched_around_it(tmp_path):
+    # The Keras example's shape: layer subclasses, token ids up to 1999 through a float
+    # Input. bfloat16 rounds 1999 to 2000, out of the embedding's range.
+    done = run_cli(
+        "run", str(MODELS / "text_transformer.py"), "--out", str(tmp_path), "--steps", "16",
+        "--trials", "3", "--dtypes", "float32,bfloat16", "--sampler", "random",
+        "--probe-time", "2", "--confirm-time", "1", "--export", "policy_json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "pinned: TokenAndPositionEmbedding (token_and_position_embedding) stays float32" in (
+        done.stdout + done.stderr
+    )
+    assert "int32 Input avoids it" in done.stdout  # the up-front note on the float ids
+    folder = tmp_path / "text_transformer"
+    manifest = json.loads((folder / "best_policy.json").read_text())["manifest"]
+    (pinned,) = manifest["pinned"]
+    assert (pinned["param"], pinned["dtype"]) == ("dtype:TokenAndPositionEmbedding", "bfloat16")
+    assert "integer ids (the input up to 1999)" in pinned["why"]
+    assert "give the Input dtype int32" in pinned["why"]
+
+    import pandas as pd
+
+    trials = pd.read_csv(folder / "trials.csv", keep_default_na=False)
+    # No trial fails with a raw error: the global recipe is infeasible for the pin, and
+    # the recipe without the embedding trains in bfloat16 (the rest of the model searched).
+    assert "failed" not in set(trials["status"]) and "FAIL" not in set(trials["state"])
+    assert not trials["reason"].str.contains("Graph execution error").any()
+    recipe = trials[trials["baseline"] == "global_bfloat16"].iloc[0]
+    assert recipe["status"] == "infeasible"
+    assert recipe["reason"].startswith("pinned float32: TokenAndPositionEmbedding in bfloat16")
+    rest = trials[trials["baseline"] == "except_pinned_bfloat16"].iloc[0]
+    assert rest["status"] in ("ok", "infeasible", "too_slow") and rest["speedup"] != ""
+    assert rest["param:dtype:TokenAndPositionEmbedding"] == "float32"
+    assert "bfloat16" in {rest[c] for c in trials.columns if c.startswith("param:dtype:")}
+
+    shown = run_cli("show", str(folder))
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "Kept float32" in shown.stdout and "out of the layer's range" in shown.stdout
+    assert "Kept float32" in (folder / "report.html").read_text()
