@@ -51,7 +51,7 @@ def test_a_group_that_breaks_alone_is_pinned_and_nothing_else():
     assert list(pins) == ["dtype:b=bfloat16"]
     assert pins["dtype:b=bfloat16"]["layers"] == ["b1", "b2"]
     assert pins["dtype:b=bfloat16"]["reason"] == "error: ValueError: boom"
-    # The policy as it is, each group alone, the rest together: three commands.
+    # The policy as it is (beside FP32), each group alone, the rest together: three.
     assert executor.commands == 3
 
 
@@ -65,6 +65,12 @@ def test_a_policy_that_does_not_break_on_one_batch_pins_nothing():
     executor = OneBatch()
     assert localize(executor, Space(), PARAMS) == {} and executor.commands == 1
     assert localize(OneBatch({"dtype:a"}), Space(), {"dtype:a": "float32"}) == {}
+
+
+def test_nothing_is_pinned_when_fp32_breaks_the_same_way():
+    # The model's own fault (a loss it cannot compute, bad data): no group is to blame.
+    executor = OneBatch(set())  # the empty set of low groups breaks: FP32 itself
+    assert localize(executor, Space(), PARAMS) == {} and executor.commands == 1
 
 
 def test_the_numbers_that_say_a_policy_breaks():

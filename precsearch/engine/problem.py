@@ -15,9 +15,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import os
 from typing import Any
 
+from precsearch.engine.backend import import_tensorflow
 from precsearch.engine.inputs import integer_inputs
 from precsearch.errors import (
     UserInputError,
@@ -31,29 +31,7 @@ from precsearch.policy.layers import model_layers
 from precsearch.policy.serving import SIGNATURE, output_kinds, serving_names
 from precsearch.records import ModelInfo, ModelSpec
 
-__all__ = ["Problem", "import_tensorflow"]
-
-
-def import_tensorflow() -> Any:
-    """TensorFlow, imported quietly; where it is not installed, one line saying how.
-
-    Raises:
-        UserInputError: TensorFlow is not installed (``pip install 'precsearch[cpu]'``).
-    """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import tensorflow as tf
-    except ModuleNotFoundError as exc:
-        raise missing_module(exc, "precsearch (to build and train models)") from None
-    replicas = int(os.environ.get("PRECSEARCH_CPU_REPLICAS") or 0)
-    if replicas > 1:
-        # Several logical CPUs, to run data-parallel code without GPUs (tests): possible
-        # only before TensorFlow has set its devices up.
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        with contextlib.suppress(RuntimeError):
-            config = tf.config.LogicalDeviceConfiguration
-            tf.config.set_logical_device_configuration(cpu, [config() for _ in range(replicas)])
-    return tf
+__all__ = ["Problem"]
 
 
 class Problem:
@@ -91,6 +69,8 @@ class Problem:
         # Set on the model after compiling, it is in no compile config: seen here only.
         self._eager_model = bool(getattr(model, "run_eagerly", False))
         self._compile_config = self._find_compile_config(model)
+        self._custom_objects = _custom_objects(model, self.tf)
+        self._own_train_step = type(model).train_step is not keras.Model.train_step
         self.train_examples, self.n_train = self._examples("train_data")
         self.val_examples, self.n_val = (None, 0)
         if spec.val_data is not None:
@@ -179,7 +159,16 @@ class Problem:
         else:
             from keras.src.saving import serialization_lib
 
-            kwargs = serialization_lib.deserialize_keras_object(self._compile_config)
+            kwargs = serialization_lib.deserialize_keras_object(
+                self._compile_config, custom_objects=self._custom_objects
+            )
+        if kwargs.get("loss") is None and self._own_train_step:
+            raise UserInputError(
+                f"{self._where('build_model')}: the model computes its loss in its own "
+                "train_step and compiles none, but precsearch judges every policy by "
+                "Model.compute_loss: add the loss in call() with self.add_loss(...), or "
+                "compile the model with the loss its train_step uses"
+            )
         if kwargs.get("loss") is None:
             raise UserInputError(
                 f"{self._where('compile_kwargs')} has no 'loss', expected a loss for training"
@@ -397,3 +386,19 @@ class Problem:
             out["metric_name"] = names[0]
             out["metric"] = float(logs[names[0]])
         return out
+
+
+def _custom_objects(model: Any, tf: Any) -> dict[str, Any]:
+    """The user's loss and optimizer objects' classes (a loss function itself), by name:
+    a compile config names them, and Keras cannot import one defined inside
+    ``build_model`` (a ``keras.losses.Loss`` subclass, as the Keras guides write them)."""
+    found: dict[str, Any] = {}
+    losses = tf.nest.flatten(getattr(model, "loss", None) or [])
+    for obj in [*losses, getattr(model, "optimizer", None)]:
+        if obj is None or isinstance(obj, str):
+            continue
+        kind = obj if isinstance(obj, type) or not hasattr(obj, "get_config") else type(obj)
+        name = getattr(kind, "__name__", None)
+        if name:
+            found[name] = kind
+    return found

@@ -32,11 +32,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from precsearch.engine.backend import import_tensorflow
 from precsearch.engine.fidelity import assess, judging_note
 from precsearch.engine.instrument import Timed, prepare, step
 from precsearch.engine.memory import PeakMemory, release, rss_mb
 from precsearch.engine.peers import GraphRewrite
-from precsearch.engine.problem import Problem, import_tensorflow
+from precsearch.engine.problem import Problem
 from precsearch.engine.references import References
 from precsearch.engine.trial import TrialSetup, train_time_and_judge
 from precsearch.errors import TrialFailed, UserInputError

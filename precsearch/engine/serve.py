@@ -69,7 +69,7 @@ def _die_with_parent() -> None:
 def start_runner(command: InitCommand) -> tuple[Runner, InitReply]:
     """The Runner of the model file ``command`` names, and the reply saying it is ready."""
     t0 = time.perf_counter()
-    from precsearch.engine.problem import import_tensorflow
+    from precsearch.engine.backend import import_tensorflow
 
     import_tensorflow()  # timed on its own: the import split
 

@@ -8,8 +8,10 @@ find those that must stay in higher precision), :func:`localize` narrows it down
 batch against FP32 (the probes' numerics, :func:`precsearch.engine.batch_numerics.
 batch_numerics`: an error or a non-finite value shows on the first batch):
 
-1. the failing policy as it is: if one batch is finite and error-free, there is nothing
-   to pin (it broke later in training; the trial's own verdict stands);
+1. the failing policy as it is, beside FP32 at its batch size and XLA setting: if one
+   batch is finite and error-free, there is nothing to pin (it broke later in training;
+   the trial's own verdict stands), and if FP32 breaks too, it is not low precision's
+   doing (the user's model or data);
 2. each of its low-precision groups alone (one command for all): a group that breaks
    alone is pinned;
 3. while the rest together still breaks, halves of it, down to the smallest half that
@@ -77,8 +79,11 @@ def localize(
             "together_with": [p for p in together if p != param],
         }
 
-    if not low or not breaks(check({"all": list(low)})["all"]):
+    if not low:
         return {}
+    first = check({"fp32": [], "all": list(low)})
+    if breaks(first["fp32"]) or not breaks(first["all"]):
+        return {}  # FP32 itself breaks the same way (the model's fault), or nothing does
     alone = check({p: [p] for p in low})
     pins = {pin_key(p, low[p]): pin(p, alone[p], []) for p in low if breaks(alone[p])}
     rest = [p for p in low if not breaks(alone[p])]
