@@ -33,6 +33,7 @@ from precsearch.records import ModelSpec
 __all__ = [
     "ModelSpec",
     "callable_fingerprint",
+    "custom_objects",
     "functions_of",
     "import_model_file",
     "load_model_file",
@@ -286,3 +287,26 @@ def _names(code: Any) -> list[str]:
         if isinstance(const, types.CodeType):
             names += _names(const)
     return list(dict.fromkeys(names))
+
+
+def custom_objects(model: Any) -> dict[str, Any]:
+    """The classes of a compiled model's loss and optimizer objects (a loss function
+    itself), by name: its compile config names them, and Keras cannot import one the
+    model file defines inside ``build_model`` (a ``keras.losses.Loss`` subclass, as the
+    Keras guides write them)."""
+    found: dict[str, Any] = {}
+    loss = getattr(model, "loss", None)
+    if isinstance(loss, dict):
+        losses = list(loss.values())
+    elif isinstance(loss, (list, tuple)):
+        losses = list(loss)
+    else:
+        losses = [loss]
+    for obj in [*losses, getattr(model, "optimizer", None)]:
+        if obj is None or isinstance(obj, str):
+            continue
+        kind = obj if isinstance(obj, type) or not hasattr(obj, "get_config") else type(obj)
+        name = getattr(kind, "__name__", None)
+        if name:
+            found[name] = kind
+    return found

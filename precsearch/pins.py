@@ -15,11 +15,10 @@ import re
 from typing import Any
 
 from precsearch.cost_model import group_name, is_dtype_param
+from precsearch.records import EXACT_INTEGERS
 
-__all__ = ["EXACT_INTEGERS", "breaks", "cause", "pin_key", "pin_lines", "pinned_reason"]
+__all__ = ["breaks", "cause", "pin_key", "pin_lines", "pinned_reason"]
 
-# The largest integer each low dtype holds exactly (and every integer below it).
-EXACT_INTEGERS = {"bfloat16": 256, "float16": 2048}
 _INDEX = re.compile(r"indices\[[\d,]+\] = (-?\d+) is not in \[0, (\d+)\)")
 
 

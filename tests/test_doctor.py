@@ -42,6 +42,18 @@ def test_doctor_reports_a_float16_softmax_odd_widths_and_a_float16_overflow():
     assert "FP32's runs can judge a candidate on: loss" in text.stdout
 
 
+@pytest.mark.slow
+def test_doctor_names_token_ids_through_a_float_input_and_the_dtype_they_break():
+    done = run_cli("doctor", str(MODELS / "text_transformer.py"), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert "indices" in report["errors"]["bfloat16"]  # an id rounded out of range
+    advice = " ".join(report["advice"])
+    assert "the input carries integer values up to 1999 as floats" in advice
+    assert "bfloat16 holds integers exactly only up to 256" in advice
+    assert "give the Input dtype int32" in advice
+
+
 def test_doctor_on_a_broken_model_file_exits_2():
     done = run_cli("doctor", str(ROOT / "tests" / "data" / "bad" / "models" / "no_loss.py"))
     assert done.returncode == 2 and "no loss anywhere" in done.stderr

@@ -22,11 +22,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from precsearch.engine.guarded import classify
+from precsearch.errors import UserInputError
 from precsearch.hardware import describe, fast_dtypes
 from precsearch.policy import Policy
 from precsearch.policy.layers import iter_layers
 from precsearch.policy.numerics import FLOAT16_MAX, FLOAT16_TINY, probe
-from precsearch.records import Budget
+from precsearch.records import EXACT_INTEGERS, Budget
 
 if TYPE_CHECKING:
     from precsearch.engine.problem import Problem
@@ -124,10 +126,18 @@ def diagnose(problem: Problem, budget: Budget | None = None) -> dict[str, Any]:
     model = problem.build()
     outputs = {layer["id"] for layer in problem.info.layers if layer["output"]}
     batch = next(iter(problem.dataset(min(problem.batch_size, problem.n_train), seed=0)))
-    probes = {}
+    probes, errors = {}, {}
     for dtype in ("float32", "mixed_bfloat16", "mixed_float16"):
         candidate = problem.model_for(Policy(default=dtype), seed=0)
-        probes[dtype.removeprefix("mixed_")] = probe(candidate, (batch[0], batch[1]))
+        short = dtype.removeprefix("mixed_")
+        try:
+            probes[short] = probe(candidate, (batch[0], batch[1]))
+        except UserInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a dtype that breaks the model is a finding
+            if short == "float32":
+                raise
+            probes[short], errors[short] = [], classify(exc)[0]
     return {
         "model": problem.spec.source,
         "hardware": hardware,
@@ -136,9 +146,33 @@ def diagnose(problem: Problem, budget: Budget | None = None) -> dict[str, Any]:
         "widths": _widths(model, outputs),
         "probe": probes,
         "judging": (judging := _judging(problem, budget)),
-        "advice": _advice(hardware, probes, _softmax_and_output(model), _widths(model, outputs))
+        "errors": errors,
+        "advice": _pitfall_advice(problem.info.integer_inputs, errors)
+        + _advice(hardware, probes, _softmax_and_output(model), _widths(model, outputs))
         + _judging_advice(judging),
     }
+
+
+def _pitfall_advice(integer_inputs: dict[str, float], errors: dict[str, str]) -> list[str]:
+    """Float inputs carrying integers a low dtype rounds, and a whole-model low dtype
+    that raises on one batch."""
+    advice = []
+    for name, top in integer_inputs.items():
+        rounding = [d for d, exact in EXACT_INTEGERS.items() if top > exact]
+        if rounding:
+            advice.append(
+                f"{name} carries integer values up to {top:.0f} as floats: "
+                + ", ".join(f"{d} holds integers exactly only up to {EXACT_INTEGERS[d]}"
+                            for d in rounding)
+                + "; a layer computing in it that reads them as ids (Embedding, one-hot, "
+                "gather) gets other ids: keep such layers float32, or give the Input dtype int32"
+            )  # fmt: skip
+    for dtype, reason in errors.items():
+        advice.append(
+            f"the whole model in {dtype} fails on one batch ({reason}): a search finds the "
+            "layer group to blame and keeps it float32"
+        )
+    return advice
 
 
 def _judging_advice(judging: dict[str, Any]) -> list[str]:

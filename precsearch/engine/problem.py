@@ -26,6 +26,7 @@ from precsearch.errors import (
     one_line,
     users_fault,
 )
+from precsearch.model_file import custom_objects
 from precsearch.policy import Policy
 from precsearch.policy.layers import model_layers
 from precsearch.policy.serving import SIGNATURE, output_kinds, serving_names
@@ -69,7 +70,7 @@ class Problem:
         # Set on the model after compiling, it is in no compile config: seen here only.
         self._eager_model = bool(getattr(model, "run_eagerly", False))
         self._compile_config = self._find_compile_config(model)
-        self._custom_objects = _custom_objects(model, self.tf)
+        self._custom_objects = custom_objects(model)
         self._own_train_step = type(model).train_step is not keras.Model.train_step
         self.train_examples, self.n_train = self._examples("train_data")
         self.val_examples, self.n_val = (None, 0)
@@ -386,19 +387,3 @@ class Problem:
             out["metric_name"] = names[0]
             out["metric"] = float(logs[names[0]])
         return out
-
-
-def _custom_objects(model: Any, tf: Any) -> dict[str, Any]:
-    """The user's loss and optimizer objects' classes (a loss function itself), by name:
-    a compile config names them, and Keras cannot import one defined inside
-    ``build_model`` (a ``keras.losses.Loss`` subclass, as the Keras guides write them)."""
-    found: dict[str, Any] = {}
-    losses = tf.nest.flatten(getattr(model, "loss", None) or [])
-    for obj in [*losses, getattr(model, "optimizer", None)]:
-        if obj is None or isinstance(obj, str):
-            continue
-        kind = obj if isinstance(obj, type) or not hasattr(obj, "get_config") else type(obj)
-        name = getattr(kind, "__name__", None)
-        if name:
-            found[name] = kind
-    return found

@@ -23,6 +23,7 @@ from precsearch.records._json import json_safe
 from precsearch.records.decisions import GRAPH_REWRITE, Confirmation, Measurement, Winner
 from precsearch.records.model import (
     CASTS,
+    EXACT_INTEGERS,
     GROUP_BY,
     LR_RULES,
     SHORT_DTYPES,
@@ -46,6 +47,7 @@ __all__ = [
     "GRAPH_REWRITE",
     "GROUP_BY",
     "LR_RULES",
+    "EXACT_INTEGERS",
     "SHORT_DTYPES",
     "Budget",
     "Confirmation",

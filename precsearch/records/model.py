@@ -13,6 +13,7 @@ __all__ = [
     "CASTS",
     "GROUP_BY",
     "LR_RULES",
+    "EXACT_INTEGERS",
     "SHORT_DTYPES",
     "resolve_lr_rule",
     "ModelInfo",
@@ -22,6 +23,8 @@ __all__ = [
 ]
 
 SHORT_DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+# The largest integer each low dtype holds exactly (and every integer below it).
+EXACT_INTEGERS = {"bfloat16": 256, "float16": 2048}
 GROUP_BY = ("global", "type", "block", "layer")
 CASTS = ("follow", "independent")
 LR_RULES = ("none", "linear", "sqrt")

@@ -15,10 +15,10 @@ from typing import Any
 
 from precsearch.errors import UserInputError
 from precsearch.hardware import fast_dtypes
-from precsearch.pins import EXACT_INTEGERS
 from precsearch.plugins import Dimension, create
 from precsearch.policy import Policy
 from precsearch.records import (
+    EXACT_INTEGERS,
     GROUP_BY,
     SHORT_DTYPES,
     SpaceOptions,
