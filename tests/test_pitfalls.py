@@ -116,6 +116,8 @@ def test_a_transformer_whose_embedding_breaks_in_bfloat16_is_searched_around_it(
         done.stdout + done.stderr
     )
     assert "int32 Input avoids it" in done.stdout  # the up-front note on the float ids
+    # The recipe without the pinned group is a peer of its own beside the recipe as it is.
+    assert "global mixed recipe except the pinned groups" in done.stdout
     folder = tmp_path / "text_transformer"
     manifest = json.loads((folder / "best_policy.json").read_text())["manifest"]
     (pinned,) = manifest["pinned"]

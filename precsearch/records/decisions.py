@@ -7,10 +7,17 @@ from typing import Any
 
 from precsearch.records._json import json_safe, known_fields
 
-__all__ = ["GRAPH_REWRITE", "Confirmation", "Measurement", "Winner"]
+__all__ = ["GRAPH_REWRITE", "PEERS", "Confirmation", "Measurement", "Winner"]
 
 # The label of TensorFlow's own graph rewrite, the peer measured beside every answer.
 GRAPH_REWRITE = "graph_rewrite"
+# The peers an answer is shown against, by their name in a confirmation's record, and the
+# baseline label prefix of the trial each one is (the graph rewrite is a trial of its own).
+PEERS = {
+    "global": ("global mixed recipe", "global_"),
+    "global_except_pinned": ("global mixed recipe except the pinned groups", "except_pinned_"),
+    GRAPH_REWRITE: ("TensorFlow's graph rewrite", None),
+}
 
 
 @dataclass

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.files import write_text_atomic
+from precsearch.records import PEERS
 from precsearch.results.explain import (
     PINS_LEGEND,
     PROBE_LEGEND,
@@ -178,13 +179,12 @@ def _answer_html(study: Any) -> str:
         ]
         rows.append(("time to FP32's quality", ttq_text(best.get("time_to_quality"))))
     rows.append(("a copy of FP32 (instrument error)", figures_text(record.null_vs_fp32)))
-    labels = {"global": "global mixed recipe", "graph_rewrite": "TensorFlow's graph rewrite"}
     for name, peer in record.peers.items():
         if peer.get("vs_fp32"):
             text = f"{figures_text(peer['vs_fp32'])} of FP32 (feasible)"
         else:
             text = peer.get("status", "?") + (f" ({peer['reason']})" if peer.get("reason") else "")
-        rows.append((labels.get(name, name), text))
+        rows.append((PEERS[name][0] if name in PEERS else name, text))
     table = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return (
         f"<p class='verdict'>{html.escape(record.verdict)}.</p>"

@@ -39,7 +39,7 @@ from typing import Any
 
 from precsearch.errors import TrialFailed
 from precsearch.policy import Policy
-from precsearch.records import GRAPH_REWRITE, Budget, Confirmation, Measurement
+from precsearch.records import GRAPH_REWRITE, PEERS, Budget, Confirmation, Measurement
 from precsearch.stats import (
     CONFIDENCE,
     HALF_WIDTH,
@@ -189,7 +189,7 @@ def _peers_text(peers: dict[str, dict[str, Any]]) -> str:
     """``; global mixed recipe 0.80x (...) of FP32; TensorFlow's graph rewrite ...``."""
     text = ""
     for name, peer in peers.items():
-        label = "global mixed recipe" if name == "global" else "TensorFlow's graph rewrite"
+        label = PEERS[name][0]
         if peer.get("vs_fp32"):
             text += f"; {label} {figures_text(peer['vs_fp32'])} of FP32"
         else:
@@ -200,15 +200,17 @@ def _peers_text(peers: dict[str, dict[str, Any]]) -> str:
 
 
 def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[str, Any]]:
-    glob = baseline_trial(study, "global_")
     peers: dict[str, dict[str, Any]] = {}
-    if glob is not None:
-        feasible = glob.state.name == "COMPLETE" and is_feasible(glob)
-        slow = status_of(glob) == "too_slow"
-        peers["global"] = {
-            "trial": glob.number,
+    for name, (_, label) in PEERS.items():
+        trial = baseline_trial(study, label) if label else None
+        if trial is None:
+            continue
+        feasible = trial.state.name == "COMPLETE" and is_feasible(trial)
+        slow = status_of(trial) == "too_slow"
+        peers[name] = {
+            "trial": trial.number,
             "status": "feasible" if feasible else "too slow" if slow else "infeasible",
-            "reason": "" if feasible else reason_of(glob) or glob.state.name,
+            "reason": "" if feasible else reason_of(trial) or trial.state.name,
         }
     result = executor.run_trial(None, budget, peer=GRAPH_REWRITE)
     status = {"ok": "feasible", "too_slow": "too slow"}.get(result.status, "infeasible")
@@ -272,8 +274,9 @@ def _fresh_configs(
         if _precision_words(winner) != "float32" and not at_users_setting:
             configs.append(("best_fp32", twin_of(winner)))
             twin_trial, twin_feasible = _twin(study, winner_trial)
-    if peers.get("global", {}).get("status") == "feasible":
-        configs.append(("global", stored_policy(study.trials[peers["global"]["trial"]])))
+    for name in ("global", "global_except_pinned"):
+        if peers.get(name, {}).get("status") == "feasible":
+            configs.append((name, stored_policy(study.trials[peers[name]["trial"]])))
     if peers[GRAPH_REWRITE]["status"] == "feasible":
         configs.append((GRAPH_REWRITE, None))
     return configs, twin_trial, twin_feasible
