@@ -57,6 +57,8 @@ EXPERIMENTS = (
                "Search efficiency with and without the probes' warm start (warmstart.md)."),
     Experiment("wall", "experiments.wall:wall",
                "One whole `precsearch run` of the MobileNetV3Small study (wall.md)."),
+    Experiment("pitfall", "experiments.pitfall:pitfall",
+               "A study that pins a layer breaking in bfloat16 beside one without (pitfall.md)."),
     Experiment("readme", "readme:readme_step",
                "README.md's Results section, rewritten from benchmarks/results/."),
 )  # fmt: skip
