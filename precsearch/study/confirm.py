@@ -113,7 +113,8 @@ def report(
 
     Returns:
         ``(best, verdict)``; ``best["answer"]`` is ``"fp32"``, ``"winner"`` or
-        ``"twin"`` (the winner's precision part was confidently below 1), and
+        ``"twin"`` (the winner's precision part did not clear 1 plus the instrument's
+        error: it costs time, or adds nothing the instrument can see), and
         ``best["repeated"]`` whether the winner repeated on these rounds.
     """
     fp32 = measured.rates["fp32"]
@@ -123,22 +124,26 @@ def report(
         if name in measured.rates:
             peer["vs_fp32"] = ratio_figures(measured.rates[name], fp32)
     instrument = f"instrument error ±{instrument_percent(null):.1f}%"
+    # What a change from the user's training must clear to earn its place: 1 plus the
+    # instrument's own error in these rounds (the simpler policy wins ties).
+    margin = 1 + instrument_percent(null) / 100
     best: dict[str, Any] = {"answer": "fp32", "instrument_error": error, "repeated": None}
     verdict = ""
     if winner is not None:
         vs = ratio_figures(measured.rates["best"], fp32)
-        best["repeated"] = bounds(measured, "best", ALPHA)[0] > 1
+        best["repeated"] = bounds(measured, "best", ALPHA)[0] > margin
         if not best["repeated"]:
             verdict = (
                 f"the winner of the selection, {_precision_words(winner)}"
                 f"{' at ' + _config_words(winner, base) if _config_words(winner, base) else ''}"
-                f", did not repeat on fresh rounds ({figures_text(vs)}); "
+                f", did not repeat on fresh rounds beyond the instrument's "
+                f"±{instrument_percent(null):.1f}% ({figures_text(vs)}); "
             )
         else:
             best.update(answer="winner", speedup_vs_fp32=vs, batch_size=winner.batch_size,
                         jit_compile=winner.jit_compile)  # fmt: skip
     if best["answer"] == "winner":
-        verdict = _decompose(measured, winner, base, best, twin_feasible)
+        verdict = _decompose(measured, winner, base, best, twin_feasible, margin)
         verdict += f"; a copy of FP32 measures {figures_text(null)} ({instrument})"
     else:
         # The answer is the user's own training: no ratio to quote (the copy's figures
@@ -149,11 +154,17 @@ def report(
 
 
 def _decompose(
-    measured: Measurement, winner: Policy, base: Policy, best: dict[str, Any], twin_feasible: bool
+    measured: Measurement,
+    winner: Policy,
+    base: Policy,
+    best: dict[str, Any],
+    twin_feasible: bool,
+    margin: float,
 ) -> str:
     """A repeated winner's verdict: its speed as precision times batch size and XLA,
-    or its FP32 twin where the precision part is confidently below 1 (``best`` is
-    filled in with the parts)."""
+    or its FP32 twin where the precision part does not clear ``margin`` (1 plus the
+    instrument's error: a part that adds nothing the instrument can see is left out);
+    ``best`` is filled in with the parts."""
     config, low = _config_words(winner, base), _precision_words(winner)
     vs = best["speedup_vs_fp32"]
     fp32 = measured.rates["fp32"]
@@ -161,12 +172,14 @@ def _decompose(
         precision = ratio_figures(measured.rates["best"], measured.rates["best_fp32"])
         twin = ratio_figures(measured.rates["best_fp32"], fp32)
         best["precision"], best["config"] = precision, twin
-        if precision["high"] < 1 and twin_feasible:
+        if precision["low"] <= margin and twin_feasible:
             best.update(answer="twin", speedup_vs_fp32=twin, replaced=vs)
-            verdict = (
-                f"FP32 at {config}: {figures_text(twin)} FP32; {low} there costs "
-                f"{_percent(precision['estimate'])} ({figures_text(precision)}), so it "
+            verdict = f"FP32 at {config}: {figures_text(twin)} FP32; {low} there " + (
+                f"costs {_percent(precision['estimate'])} ({figures_text(precision)}), so it "
                 "is left out"
+                if precision["high"] < 1
+                else f"adds {figures_text(precision)}, within the instrument's "
+                f"±{(margin - 1) * 100:.1f}%: left out"
             )
         else:
             verdict = f"{figures_text(vs)} FP32 = {precision['estimate']:.2f}x from {low}"
