@@ -11,7 +11,8 @@ from test_selection import SimulatedMachine, measured, wobble
 from precsearch import Policy
 from precsearch.records import Budget, Confirmation, Measurement, TrialResult
 from precsearch.stats import instrument_percent, ratio_figures
-from precsearch.study.confirm import confirm, report
+from precsearch.study.confirm import confirm
+from precsearch.study.verdict import report
 
 FP32 = Policy(batch_size=32)
 BF16 = Policy(default="mixed_bfloat16", batch_size=32)
@@ -194,3 +195,12 @@ def test_a_rewrite_tensorflow_did_not_apply_is_not_available_not_a_ratio():
     record = confirm(study, executor, Budget(steps=20), seconds=10, block=10)
     assert record.best_is_fp32 and record.peers["graph_rewrite"]["status"] == "not available"
     assert "TensorFlow's graph rewrite not available" in record.verdict
+
+
+def test_a_selection_that_ended_undecided_says_so_rather_than_crowning_fp32():
+    fresh = fresh_rounds(14)
+    _, verdict = report(fresh, None, FP32, {}, undecided_after=60.0)
+    assert verdict.startswith("your FP32 training stays the answer (instrument error ±")
+    assert "the selection was undecided within 60 s of rounds; more --confirm-time" in verdict
+    _, decided = report(fresh, None, FP32, {})
+    assert "nothing confirmed faster" in decided and "undecided" not in decided

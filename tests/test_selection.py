@@ -13,8 +13,8 @@ import pytest
 
 from precsearch import Policy
 from precsearch.records import Measurement
-from precsearch.study.confirm import report
 from precsearch.study.selection import ALPHA, MIN_ROUNDS, choose, measure_rounds
+from precsearch.study.verdict import report
 
 FP32 = Policy(batch_size=32)
 BF16 = Policy(default="mixed_bfloat16", batch_size=32)

@@ -26,8 +26,8 @@ from precsearch.engine.instrument import Timed, prepare, timed_rounds
 from precsearch.engine.problem import Problem
 from precsearch.records import Measurement, ModelSpec
 from precsearch.stats import figures_text
-from precsearch.study.confirm import report
 from precsearch.study.selection import choose, measure_rounds
+from precsearch.study.verdict import report
 
 SELECTION = {"rounds": 150, "studies": 200, "branch": 64, "candidates": 3}
 

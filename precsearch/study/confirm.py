@@ -25,7 +25,7 @@ it was chosen on (the same curse, once more). After the trials, :func:`confirm`:
    winner must repeat (its one-sided 95% lower bound above 1 against both copies), or the
    answer is FP32 and the verdict says which candidate failed to repeat. A winner whose
    precision part is confidently below 1 gives way to its FP32 twin when the twin trains
-   like FP32 (:func:`report`).
+   like FP32 (:func:`precsearch.study.verdict.report`).
 
 The record is a :class:`~precsearch.records.Confirmation`, stored in the study.
 """
@@ -43,9 +43,7 @@ from precsearch.records import GRAPH_REWRITE, PEERS, Budget, Confirmation, Measu
 from precsearch.stats import (
     CONFIDENCE,
     HALF_WIDTH,
-    figures_text,
     half_width,
-    instrument_percent,
     ratio_figures,
 )
 from precsearch.stored import (
@@ -61,155 +59,17 @@ from precsearch.stored import (
     stored_policy,
 )
 from precsearch.study.selection import (
-    ALPHA,
-    bounds,
     choose,
-    instrument_error,
     measure_rounds,
 )
+from precsearch.study.verdict import precision_words, report
 
-__all__ = ["confirm", "report", "twin_of"]
-
-
-def _precision_words(policy: Policy) -> str:
-    low = sorted(d.removeprefix("mixed_") for d in policy.rule_dtypes() if d != "float32")
-    return " and ".join(low) or "float32"
-
-
-def _config_words(policy: Policy, base: Policy) -> str:
-    parts = []
-    if policy.batch_size != base.batch_size:
-        parts.append(f"batch {policy.batch_size}")
-    if policy.jit_compile != base.jit_compile:
-        parts.append("XLA" if policy.jit_compile else "no XLA")
-    return " with ".join(parts)
+__all__ = ["confirm", "twin_of"]
 
 
 def twin_of(policy: Policy) -> Policy:
     """FP32 at ``policy``'s batch size, LR rule and XLA setting."""
     return dataclasses.replace(policy, default="float32", types={}, layers={}, manifest={})
-
-
-def _percent(ratio: float) -> str:
-    return f"{abs(ratio - 1) * 100:.0f}%"
-
-
-def report(
-    measured: Measurement,
-    winner: Policy | None,
-    base: Policy,
-    peers: dict[str, dict[str, Any]],
-    twin_feasible: bool = False,
-) -> tuple[dict[str, Any], str]:
-    """The answer's figures from the fresh rounds and the verdict's sentence.
-
-    Args:
-        measured: Fresh rounds of ``fp32``, ``null``, and as measured ``best`` (the
-            winner), ``best_fp32`` (its FP32 twin), ``global``, ``graph_rewrite``.
-        winner: The selection's winner (``None``: FP32 is the answer).
-        base: The user's own training (FP32).
-        peers: The peers' records, filled in here with their ratios.
-        twin_feasible: Whether the winner's FP32 twin trains like FP32.
-
-    Returns:
-        ``(best, verdict)``; ``best["answer"]`` is ``"fp32"``, ``"winner"`` or
-        ``"twin"`` (the winner's precision part did not clear 1 plus the instrument's
-        error: it costs time, or adds nothing the instrument can see), and
-        ``best["repeated"]`` whether the winner repeated on these rounds.
-    """
-    fp32 = measured.rates["fp32"]
-    error = instrument_error(measured)
-    null = ratio_figures(measured.rates["null"], fp32)
-    for name, peer in peers.items():
-        if name in measured.rates:
-            peer["vs_fp32"] = ratio_figures(measured.rates[name], fp32)
-    instrument = f"instrument error ±{instrument_percent(null):.1f}%"
-    # What a change from the user's training must clear to earn its place: 1 plus the
-    # instrument's own error in these rounds (the simpler policy wins ties).
-    margin = 1 + instrument_percent(null) / 100
-    best: dict[str, Any] = {"answer": "fp32", "instrument_error": error, "repeated": None}
-    verdict = ""
-    if winner is not None:
-        vs = ratio_figures(measured.rates["best"], fp32)
-        best["repeated"] = bounds(measured, "best", ALPHA)[0] > margin
-        if not best["repeated"]:
-            verdict = (
-                f"the winner of the selection, {_precision_words(winner)}"
-                f"{' at ' + _config_words(winner, base) if _config_words(winner, base) else ''}"
-                f", did not repeat on fresh rounds beyond the instrument's "
-                f"±{instrument_percent(null):.1f}% ({figures_text(vs)}); "
-            )
-        else:
-            best.update(answer="winner", speedup_vs_fp32=vs, batch_size=winner.batch_size,
-                        jit_compile=winner.jit_compile)  # fmt: skip
-    if best["answer"] == "winner":
-        verdict = _decompose(measured, winner, base, best, twin_feasible, margin)
-        verdict += f"; a copy of FP32 measures {figures_text(null)} ({instrument})"
-    else:
-        # The answer is the user's own training: no ratio to quote (the copy's figures
-        # are the instrument's error, in ``null_vs_fp32``, not FP32's speed over itself).
-        best["speedup_vs_fp32"] = None
-        verdict += f"your FP32 training is the answer ({instrument}): nothing confirmed faster"
-    return best, verdict + _peers_text(peers)
-
-
-def _decompose(
-    measured: Measurement,
-    winner: Policy,
-    base: Policy,
-    best: dict[str, Any],
-    twin_feasible: bool,
-    margin: float,
-) -> str:
-    """A repeated winner's verdict: its speed as precision times batch size and XLA,
-    or its FP32 twin where the precision part does not clear ``margin`` (1 plus the
-    instrument's error: a part that adds nothing the instrument can see is left out);
-    ``best`` is filled in with the parts."""
-    config, low = _config_words(winner, base), _precision_words(winner)
-    vs = best["speedup_vs_fp32"]
-    fp32 = measured.rates["fp32"]
-    if "best_fp32" in measured.rates:
-        precision = ratio_figures(measured.rates["best"], measured.rates["best_fp32"])
-        twin = ratio_figures(measured.rates["best_fp32"], fp32)
-        best["precision"], best["config"] = precision, twin
-        if precision["low"] <= margin and twin_feasible:
-            best.update(answer="twin", speedup_vs_fp32=twin, replaced=vs)
-            verdict = f"FP32 at {config}: {figures_text(twin)} FP32; {low} there " + (
-                f"costs {_percent(precision['estimate'])} ({figures_text(precision)}), so it "
-                "is left out"
-                if precision["high"] < 1
-                else f"adds {figures_text(precision)}, within the instrument's "
-                f"±{(margin - 1) * 100:.1f}%: left out"
-            )
-        else:
-            verdict = f"{figures_text(vs)} FP32 = {precision['estimate']:.2f}x from {low}"
-            verdict += f" x {twin['estimate']:.2f}x from {config}"
-    elif low == "float32":
-        best["config"] = vs
-        verdict = f"{figures_text(vs)} FP32, all from {config} (no low precision)"
-    else:
-        best["precision"] = vs
-        verdict = f"{figures_text(vs)} FP32, all from {low}"
-    if "global" in measured.rates:
-        best["speedup_vs_global_mixed"] = ratio_figures(
-            measured.rates["best_fp32" if best["answer"] == "twin" else "best"],
-            measured.rates["global"],
-        )
-    return verdict
-
-
-def _peers_text(peers: dict[str, dict[str, Any]]) -> str:
-    """``; global mixed recipe 0.80x (...) of FP32; TensorFlow's graph rewrite ...``."""
-    text = ""
-    for name, peer in peers.items():
-        label = PEERS[name][0]
-        if peer.get("vs_fp32"):
-            text += f"; {label} {figures_text(peer['vs_fp32'])} of FP32"
-        else:
-            text += f"; {label} {peer['status']}" + (
-                f" ({peer['reason']})" if peer.get("reason") else ""
-            )
-    return text
 
 
 def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[str, Any]]:
@@ -284,7 +144,7 @@ def _fresh_configs(
         configs.append(("best", winner))
         at_users_setting = (winner.batch_size, winner.jit_compile) == (
             base.batch_size, base.jit_compile)  # fmt: skip
-        if _precision_words(winner) != "float32" and not at_users_setting:
+        if precision_words(winner) != "float32" and not at_users_setting:
             configs.append(("best_fp32", twin_of(winner)))
             twin_trial, twin_feasible = _twin(study, winner_trial)
     for name in ("global", "global_except_pinned"):
@@ -372,7 +232,8 @@ def confirm(
     start = time.perf_counter()
     fresh = measure_rounds(executor, configs, rng, block, seconds, _precise, clock)
     spent["fresh"] = time.perf_counter() - start
-    best, verdict = report(fresh, winner, base, peers, twin_feasible)
+    undecided = None if chosen_by.decided else seconds
+    best, verdict = report(fresh, winner, base, peers, twin_feasible, undecided)
     answer, best_trial = _settle(best, base, fp32, winner_trial, twin_trial)
     record = Confirmation(
         rounds={"selection": len(selection.orders), "fresh": len(fresh.orders)},
