@@ -41,8 +41,9 @@ class Budget:
         watchdog: Stop when the first step after tracing costs more than this many
             times the FP32 step (per sample).
         stop_slow: Stop a trial once three pairs of blocks show it confidently slower
-            than FP32 (its speedup's 95% interval wholly under 1), before it trains the
-            rest of its budget; off to learn how slow policies train (``--keep-slow``).
+            than ``stop_below`` (its speedup's 95% interval wholly under that bar),
+            before it trains the rest of its budget; off to learn how slow policies
+            train (``--keep-slow``).
         stop_below: The speedup a trial must be able to reach not to stop (with
             ``stop_slow``): 1 (FP32), or the study's best feasible trial's lower bound
             once it is above 1, since a trial confidently slower than that cannot be
