@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,17 @@ class Previous:
 
     when: str
     rows: list[dict[str, Any]]
+
+
+def replaced_line(
+    previous: Previous | None, row_text: Callable[[dict[str, Any]], str]
+) -> list[str]:
+    """The previous run's rows in one line (each through ``row_text``), said to be
+    replaced by this page's figures; nothing without a previous run."""
+    if not previous or not previous.rows:
+        return []
+    runs = "; ".join(row_text(row) for row in previous.rows)
+    return [f"\nThe previous run ({previous.when}): {runs}. This page's figures replace it."]
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ warm-up, measured blocks, training, evaluation. The last run's figures stay besi
 
 from __future__ import annotations
 
-from pages import Pages, Previous, markdown_table
+from typing import Any
+
+from pages import Pages, markdown_table, replaced_line
 
 import precsearch
 from experiments.shared import WORK, fresh_search, study_time
@@ -66,17 +68,13 @@ def overhead(pages: Pages) -> None:
         "overhead",
         rows,
         "Overhead: where a trial's wall time goes",
-        [INTRO, *table, *_before(previous)],
+        [INTRO, *table, *replaced_line(previous, _row)],
     )
 
 
-def _before(previous: Previous | None) -> list[str]:
-    """The previous run's figures in a line, or nothing."""
-    if not previous or not previous.rows:
-        return []
-    runs = "; ".join(
+def _row(r: dict[str, Any]) -> str:
+    """One row of the previous run, in words."""
+    return (
         f"{r['example']} {r['trials']} trials in {r['total_s']:.0f} s, overhead "
         f"{r['overhead_share']:.0%}"
-        for r in previous.rows
     )
-    return [f"\nThe previous run ({previous.when}): {runs}. This page's figures replace it."]

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-from pages import ROOT, Pages, Previous, markdown_table
+from pages import ROOT, Pages, markdown_table, replaced_line
 
 import precsearch
 from experiments.shared import WORK, answer_fields, study_time
@@ -94,7 +94,7 @@ def pitfall(pages: Pages) -> None:
     for row in rows:
         pins = row["pin_lines"] or "none"
         lines += [f"{row['model']}: pins: {pins}. Verdict: {row['verdict']}.", ""]
-    lines += [_difference(*rows), *_before(previous)]
+    lines += [_difference(*rows), *replaced_line(previous, _row)]
     pages.write("pitfall", rows, "A pitfall's cost: localizing a layer that breaks", lines)
 
 
@@ -171,14 +171,10 @@ def _difference(with_it: dict[str, Any], without: dict[str, Any]) -> str:
     )
 
 
-def _before(previous: Previous | None) -> list[str]:
-    """The previous run's figures in a line, or nothing."""
-    if not previous or not previous.rows:
-        return []
-    runs = "; ".join(
+def _row(r: dict[str, Any]) -> str:
+    """One row of the previous run, in words."""
+    return (
         f"{r['model']} {r['wall_s']:.0f} s, localizing {r['localize_s']:.1f} s, "
         f"{r['pins']} pins, {r['trials_ran']} trials run, {r['answered_by_pins']} answered "
         "by the pins"
-        for r in previous.rows
     )
-    return [f"\nThe previous run ({previous.when}): {runs}. This page's figures replace it."]
