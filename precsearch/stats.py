@@ -3,15 +3,18 @@
 A speed figure is always a *paired ratio*: in each round (or pair of timing blocks) two
 configurations are measured side by side, and the round's ratio of their samples/s is
 one observation. The estimate is the geometric mean of those ratios (the mean of their
-logs: a ratio and its inverse weigh alike), and its uncertainty a bootstrap confidence
-interval of that mean (``scipy.stats.bootstrap``, BCa). Nothing here imports TensorFlow
-or Optuna; numpy and scipy are imported inside the functions.
+logs: a ratio and its inverse weigh alike), and its uncertainty a Student-t confidence
+interval of that mean (``scipy.stats.t``). Not the bootstrap: rounds come in as few as
+three to eight, where a BCa interval covers far less than its level (at five rounds its
+one-sided 97.5% bound missed 26 times in 400, not 10); the t interval holds its level
+at any number of rounds for normal logs, and on the heavy-tailed rounds a shared CPU gives
+(``tests/test_stats.py``). Nothing here imports TensorFlow or Optuna; numpy and scipy are
+imported inside the functions.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,7 +34,6 @@ __all__ = [
 
 CONFIDENCE = 0.95  # two-sided level of every interval shown
 HALF_WIDTH = 0.03  # a ratio measured to within this (relative, at CONFIDENCE) is precise
-_RESAMPLES = 2000
 
 
 def median(values: Sequence[float]) -> float:
@@ -48,14 +50,17 @@ def log_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
     return [math.log(x / y) for x, y in zip(a, b, strict=True)]
 
 
-def ratio_bounds(logs: Sequence[float], alpha: float, seed: int = 0) -> tuple[float, float]:
+def ratio_bounds(logs: Sequence[float], alpha: float) -> tuple[float, float]:
     """``(low, high)``: one-sided bounds, each at level ``1 - alpha``, of the geometric
     mean ratio whose per-round logs are ``logs`` (together a two-sided interval at
     ``1 - 2 * alpha``).
 
-    The bootstrap is BCa on the mean of the logs; with fewer than three rounds, or rounds
-    that all agree, there is no interval to speak of and the bounds are the estimate's
-    own (infinitely wide with one round).
+    Student-t on the mean of the logs, ``n - 1`` degrees of freedom: on simulated sets of
+    five log-normal rounds (sd 8%) the one-sided 97.5% bound misses 2.5% of the time
+    (497 of 20000), and within its level at three to eight rounds with one block in ten
+    stalled (``tests/test_stats.py``). With one
+    round there is no interval (infinitely wide); rounds that all agree give the
+    estimate's own bounds.
     """
     import numpy as np
     from scipy import stats
@@ -63,27 +68,11 @@ def ratio_bounds(logs: Sequence[float], alpha: float, seed: int = 0) -> tuple[fl
     values = np.asarray(logs, dtype=float)
     if values.size < 2:
         return (0.0, math.inf)
-    mean = float(values.mean())
-    if values.size < 3:
-        return (0.0, math.inf)
-    if float(values.std()) <= 1e-12 * max(1.0, abs(mean)):
+    mean, sd = float(values.mean()), float(values.std(ddof=1))
+    if sd <= 1e-12 * max(1.0, abs(mean)):
         return (math.exp(mean), math.exp(mean))
-    with warnings.catch_warnings():
-        # BCa's acceleration is undefined for some degenerate samples: handled below.
-        warnings.simplefilter("ignore")
-        result = stats.bootstrap(
-            (values,),
-            np.mean,
-            confidence_level=1 - 2 * alpha,
-            n_resamples=_RESAMPLES,
-            method="BCa",
-            vectorized=True,
-            rng=np.random.default_rng(seed),
-        )
-    low, high = result.confidence_interval
-    if not (math.isfinite(low) and math.isfinite(high)):  # BCa degenerates: percentile
-        low, high = np.quantile(result.bootstrap_distribution, [alpha, 1 - alpha], method="linear")
-    return math.exp(float(low)), math.exp(float(high))
+    reach = float(stats.t.ppf(1 - alpha, values.size - 1)) * sd / math.sqrt(values.size)
+    return math.exp(mean - reach), math.exp(mean + reach)
 
 
 def confidently_slower(
@@ -111,14 +100,12 @@ def confidently_slower(
     return upper < math.log(bar)
 
 
-def log_figures(
-    logs: Sequence[float], confidence: float = CONFIDENCE, seed: int = 0
-) -> dict[str, Any]:
+def log_figures(logs: Sequence[float], confidence: float = CONFIDENCE) -> dict[str, Any]:
     """The figures of a ratio from its per-round logs: the geometric-mean ``estimate``
-    with its bootstrap interval ``low``-``high`` at ``confidence``, the ``median``,
+    with its t interval ``low``-``high`` at ``confidence``, the ``median``,
     ``min`` and ``max`` of the per-round ratios, and the number of ``rounds``."""
     ratios = [math.exp(v) for v in logs]
-    low, high = ratio_bounds(logs, (1 - confidence) / 2, seed)
+    low, high = ratio_bounds(logs, (1 - confidence) / 2)
     return {
         "estimate": math.exp(sum(logs) / len(logs)),
         "low": low,
@@ -132,10 +119,10 @@ def log_figures(
 
 
 def ratio_figures(
-    a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE, seed: int = 0
+    a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
 ) -> dict[str, Any]:
     """``a`` over ``b``, round by round (:func:`log_figures` of :func:`log_ratios`)."""
-    return log_figures(log_ratios(a, b), confidence, seed)
+    return log_figures(log_ratios(a, b), confidence)
 
 
 def half_width(figures: dict[str, Any]) -> float:
