@@ -13,7 +13,15 @@ import pytest
 
 from precsearch import Policy
 from precsearch.records import Measurement
-from precsearch.study.selection import ALPHA, MIN_ROUNDS, choose, measure_rounds
+from precsearch.study.selection import (
+    ALPHA,
+    LOOKS,
+    MIN_ROUNDS,
+    Sequential,
+    choose,
+    measure_rounds,
+    settled,
+)
 from precsearch.study.verdict import report
 
 FP32 = Policy(batch_size=32)
@@ -103,15 +111,14 @@ def select_and_repeat(speeds: dict[str, float], seed: int, seconds: float = 60.0
     rng = np.random.default_rng(seed)
     labels = [label for label in speeds if label.startswith("c")]
     configs = [(label, None) for label in speeds]
-    selection = measure_rounds(
-        machine, configs, rng, 10, seconds, lambda m: choose(m, labels).decided, clock
-    )
-    winner = choose(selection, labels).winner
+    sequential = Sequential(labels)  # the confirmation's own stopping rules, both stages
+    measure_rounds(machine, configs, rng, 10, seconds, sequential, clock)
+    winner = sequential.selection.winner
     if winner is None:
         return None
     machine.speeds = {**speeds, "best": speeds[winner]}
     fresh_configs = [("fp32", None), ("null", None), ("best", None)]
-    fresh = measure_rounds(machine, fresh_configs, rng, 10, seconds, lambda m: False, clock)
+    fresh = measure_rounds(machine, fresh_configs, rng, 10, seconds, settled, clock)
     best, _ = report(fresh, BF16, FP32, {})
     return winner if best["answer"] == "winner" else None
 
@@ -135,16 +142,46 @@ def test_a_real_ten_percent_gain_is_found_in_at_least_eighty_percent_of_studies(
     assert found / studies >= 0.8
 
 
-def test_rounds_stop_at_the_time_cap_with_at_least_the_minimum_and_record_their_orders():
+def test_rounds_come_in_three_looks_that_fill_the_time_cap_and_record_their_orders():
     machine = SimulatedMachine({"fp32": 1.0, "null": 1.0, "c0": 1.0}, seed=0)
-    ticks = iter(range(0, 1000, 50))
+    clock = RoundClock(machine)
+    original, calls = machine.confirm, []
+
+    def counted(configs, orders, block):
+        calls.append(len(orders))
+        clock.rounds += len(orders)
+        return original(configs, orders, block)
+
+    machine.confirm = counted
     configs = [("fp32", None), ("null", None), ("c0", None)]
+    m = measure_rounds(machine, configs, np.random.default_rng(0), 10, 60.0, lambda m: False, clock)
+    # 2 s a round: 5 rounds, then half the 25 the 50 s left hold, then the rest.
+    assert calls == [MIN_ROUNDS, 13, 12] and len(calls) == LOOKS and clock() == 60.0
+    assert all(sorted(order) == ["c0", "fp32", "null"] for order in m.orders)
+    assert len({tuple(order) for order in m.orders}) > 1  # a fresh order each round
+    assert all(len(rates) == len(m.orders) for rates in m.rates.values())
+
+
+def test_a_first_look_that_used_the_time_is_the_last():
+    machine = SimulatedMachine({"fp32": 1.0, "null": 1.0}, seed=0)
+    ticks = iter([0.0, 70.0])
+    configs = [("fp32", None), ("null", None)]
     m = measure_rounds(
         machine, configs, np.random.default_rng(0), 10, 60.0, lambda m: False,
         lambda: next(ticks),
     )  # fmt: skip
-    # Started at 0, 50 s after the first call, 100 s after the second: over the cap.
-    assert len(m.orders) == MIN_ROUNDS + 3
-    assert all(sorted(order) == ["c0", "fp32", "null"] for order in m.orders)
-    assert len({tuple(order) for order in m.orders}) > 1  # a fresh order each round
-    assert all(len(rates) == len(m.orders) for rates in m.rates.values())
+    assert len(m.orders) == MIN_ROUNDS
+
+
+def test_the_selection_spends_its_false_winner_rate_over_its_looks():
+    # The same evidence wins at the last look's share of alpha, not at the first's.
+    fp32 = wobble(100, 10, seed=20, sd=0.05)
+    gains = wobble(1.03, 10, seed=21, sd=0.03)
+    m = measured(fp32=fp32, null=list(fp32), c0=[a * g for a, g in zip(fp32, gains, strict=True)])
+    first, last = Sequential(["c0"]), Sequential(["c0"])
+    first(m)
+    for _ in range(LOOKS):
+        last(m)
+    assert not first.selection.winner and last.selection.winner == "c0"
+    with pytest.raises(ValueError, match="looks"):
+        last(m)

@@ -9,10 +9,11 @@ it was chosen on (the same curse, once more). After the trials, :func:`confirm`:
    (:func:`precsearch.engine.measure.measure`), interleaved with the user's FP32
    training and a second, identical FP32 model (an A/A test: the instrument's own
    error, here and now). Every figure is a per-round paired ratio to FP32 (geometric
-   mean, bootstrap interval: :mod:`precsearch.stats`). A candidate wins only if its
+   mean, Student-t interval: :mod:`precsearch.stats`). A candidate wins only if its
    lower confidence bound, Bonferroni-corrected for the number of candidates, clears 1
    against both FP32 models (so by more than whatever makes them read apart:
-   :func:`bounds`); of those, the fastest (:func:`choose`). Rounds are added until
+   :func:`bounds`); of those, the fastest (:func:`choose`). Rounds are added, in at
+   most three looks that share the false-winner rate (:class:`Sequential`), until
    every candidate is decided (it wins, or its upper bound falls under 1) or measured
    to ±3%, within a time cap; each round's order is random from the study's seed and
    recorded.
@@ -39,13 +40,8 @@ from typing import Any
 
 from precsearch.errors import TrialFailed
 from precsearch.policy import Policy
-from precsearch.records import GRAPH_REWRITE, PEERS, Budget, Confirmation, Measurement
-from precsearch.stats import (
-    CONFIDENCE,
-    HALF_WIDTH,
-    half_width,
-    ratio_figures,
-)
+from precsearch.records import GRAPH_REWRITE, PEERS, Budget, Confirmation
+from precsearch.stats import CONFIDENCE, ratio_figures
 from precsearch.stored import (
     baseline_trial,
     fp32_trial,
@@ -58,10 +54,7 @@ from precsearch.stored import (
     status_of,
     stored_policy,
 )
-from precsearch.study.selection import (
-    choose,
-    measure_rounds,
-)
+from precsearch.study.selection import Sequential, measure_rounds, settled
 from precsearch.study.verdict import precision_words, report
 
 __all__ = ["confirm", "twin_of"]
@@ -89,7 +82,8 @@ def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[s
     status = {"ok": "feasible", "too_slow": "too slow"}.get(result.status, "infeasible")
     peer = {"status": status, "reason": result.reason}
     if result.numerics.get("rewrite_applied") is False:
-        peer = {"status": "not available", "reason": "TensorFlow did not rewrite it here"}
+        reason = result.reason or "TensorFlow did not rewrite it here"
+        peer = {"status": "not available", "reason": reason}
     elif result.status == "failed":
         peer = {"status": "not measured", "reason": result.reason}
     peer["fidelity_gap"] = result.fidelity_gap
@@ -155,12 +149,6 @@ def _fresh_configs(
     return configs, twin_trial, twin_feasible
 
 
-def _precise(m: Measurement) -> bool:
-    """Whether the fresh rounds read the copy and the winner to within the half width."""
-    shown = [label for label in ("null", "best") if label in m.rates]
-    return all(half_width(ratio_figures(m.rates[x], m.rates["fp32"])) <= HALF_WIDTH for x in shown)
-
-
 def _settle(
     best: dict[str, Any], base: Policy, fp32: Any, winner_trial: Any | None, twin_trial: Any | None
 ) -> tuple[Policy, Any | None]:
@@ -213,11 +201,11 @@ def confirm(
     configs = [("fp32", base), ("null", base)]
     configs += [(label, stored_policy(t)) for label, t in by_label.items()]
     spent, start = {}, time.perf_counter()
-    selection = measure_rounds(
-        executor, configs, rng, block, seconds, lambda m: choose(m, labels).decided, clock
-    )
+    sequential = Sequential(labels)
+    selection = measure_rounds(executor, configs, rng, block, seconds, sequential, clock)
     spent["selection"] = time.perf_counter() - start
-    chosen_by = choose(selection, labels)
+    chosen_by = sequential.selection
+    assert chosen_by is not None  # measure_rounds asks after every call
     candidates = [
         {**entry, "trial": by_label[entry["label"]].number} for entry in chosen_by.candidates
     ]
@@ -230,7 +218,7 @@ def confirm(
     configs, twin_trial, twin_feasible = _fresh_configs(study, base, winner_trial, peers)
 
     start = time.perf_counter()
-    fresh = measure_rounds(executor, configs, rng, block, seconds, _precise, clock)
+    fresh = measure_rounds(executor, configs, rng, block, seconds, settled, clock)
     spent["fresh"] = time.perf_counter() - start
     undecided = None if chosen_by.decided else seconds
     best, verdict = report(fresh, winner, base, peers, twin_feasible, undecided)

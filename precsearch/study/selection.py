@@ -1,11 +1,14 @@
 """The selection test of the confirmation: rounds measured until decided, and the rule.
 
-Every figure is a per-round paired ratio to FP32 (geometric mean, bootstrap interval:
-:mod:`precsearch.stats`). :func:`measure_rounds` asks an executor for rounds a few at a
-time, each in a fresh random order, until the rule is decided or a time cap is reached;
-:func:`choose` is the rule: a candidate wins only if its lower confidence bound,
-Bonferroni-corrected for the number of candidates, clears 1 against both FP32 models
-(:func:`bounds`); of those, the fastest. Its error rates are proven on simulated noise in
+Every figure is a per-round paired ratio to FP32 (geometric mean, Student-t interval:
+:mod:`precsearch.stats`). :func:`measure_rounds` asks an executor for rounds in at most
+:data:`LOOKS` calls, each round in a fresh random order, until the rule is decided or a
+time cap is reached; :func:`choose` is the rule at one look: a candidate wins only if its
+lower confidence bound, Bonferroni-corrected for the number of candidates, clears 1
+against both FP32 models (:func:`bounds`); of those, the fastest. :class:`Sequential`
+looks after each call and spends the false-winner rate over the looks
+(:data:`SPENDING`: at most :data:`ALPHA` over all of them, however the rounds stop).
+Its error rates are proven on simulated noise, with the real stopping rules, in
 ``tests/test_selection.py`` and measured on real models by ``benchmarks/run.py selection``.
 """
 
@@ -23,19 +26,27 @@ from precsearch.stats import HALF_WIDTH, half_width, log_ratios, ratio_bounds, r
 
 __all__ = [
     "ALPHA",
+    "LOOKS",
     "MAX_ROUNDS",
     "MIN_ROUNDS",
+    "SPENDING",
     "Selection",
+    "Sequential",
     "bounds",
     "choose",
     "instrument_error",
     "measure_rounds",
+    "settled",
 ]
 
-ALPHA = 0.05  # false-winner rate the selection allows, over all its candidates together
-MIN_ROUNDS = 5
-MORE_ROUNDS = 3  # rounds per call after the first
+ALPHA = 0.05  # false-winner rate the selection allows, over all its candidates and looks
+MIN_ROUNDS = 5  # rounds of the first look
 MAX_ROUNDS = 60
+LOOKS = 3  # calls for rounds: MIN_ROUNDS, half of what the time left holds, the rest
+# The share of ALPHA each look spends (a fixed design of three looks): summing to 1, the
+# selection calls a candidate faster wrongly at most ALPHA of the time over all its looks
+# (a union bound), whichever look it stops at; the last look, the most rounds, gets most.
+SPENDING = (0.1, 0.3, 0.6)
 
 
 def instrument_error(measured: Measurement) -> float:
@@ -102,6 +113,41 @@ def choose(measured: Measurement, labels: list[str], alpha: float = ALPHA) -> Se
     return Selection(best["label"] if best else None, bar, candidates, decided)
 
 
+class Sequential:
+    """The selection's stopping rule and its outcome: given to :func:`measure_rounds` as
+    ``done``, it applies :func:`choose` after each call for rounds, look ``k`` at level
+    ``alpha * SPENDING[k - 1]``, and says whether the selection is decided.
+
+    Attributes:
+        labels: The candidates' labels.
+        alpha: The false-winner rate over all looks.
+        looks: The looks taken so far.
+        selection: The outcome at the last look (``None`` before the first).
+    """
+
+    def __init__(self, labels: list[str], alpha: float = ALPHA) -> None:
+        self.labels, self.alpha = labels, alpha
+        self.looks = 0
+        self.selection: Selection | None = None
+
+    def __call__(self, measured: Measurement) -> bool:
+        self.looks += 1
+        if self.looks > len(SPENDING):
+            raise ValueError(f"look {self.looks}: the selection spends over {LOOKS} looks")
+        level = self.alpha * SPENDING[self.looks - 1]
+        self.selection = choose(measured, self.labels, level)
+        return self.selection.decided
+
+
+def settled(measured: Measurement) -> bool:
+    """The repeat's stopping rule: whether the fresh rounds read the copy and the winner
+    to within the half width. It looks at the intervals' widths, not where they lie, so
+    stopping on it does not bias the one test made at the end."""
+    shown = [label for label in ("null", "best") if label in measured.rates]
+    fp32 = measured.rates["fp32"]
+    return all(half_width(ratio_figures(measured.rates[x], fp32)) <= HALF_WIDTH for x in shown)
+
+
 def measure_rounds(
     executor: Any,
     configs: list[tuple[str, Policy | None]],
@@ -111,19 +157,29 @@ def measure_rounds(
     done: Callable[[Measurement], bool],
     clock: Callable[[], float] = time.monotonic,
 ) -> Measurement:
-    """Rounds of ``configs`` until ``done`` says so, :data:`MAX_ROUNDS` are measured or
-    ``seconds`` have passed (at least :data:`MIN_ROUNDS`); each round's order is a fresh
-    permutation from ``rng`` (a numpy Generator), recorded in the result."""
+    """Rounds of ``configs`` in at most :data:`LOOKS` calls: :data:`MIN_ROUNDS`, then half
+    the rounds the time left holds (at the rounds' pace so far), then the rest, until
+    ``done`` says so (it is asked after every call, the last too), :data:`MAX_ROUNDS` are
+    measured or ``seconds`` have passed; each round's order is a fresh permutation from
+    ``rng`` (a numpy Generator), recorded in the result."""
     labels = [label for label, _ in configs]
     total = Measurement(rates={label: [] for label in labels}, orders=[])
     start = clock()
-    while True:
-        count = MORE_ROUNDS if total.orders else MIN_ROUNDS
+    count = MIN_ROUNDS
+    for look in range(1, LOOKS + 1):
         orders = [[labels[i] for i in rng.permutation(len(labels))] for _ in range(count)]
         part = executor.confirm(configs, orders, block)
         for label in labels:
             total.rates[label] += part.rates[label]
         total.orders += part.orders
         total.steps = part.steps
-        if len(total.orders) >= MAX_ROUNDS or clock() - start >= seconds or done(total):
-            return total
+        rounds = len(total.orders)
+        if done(total) or rounds >= MAX_ROUNDS:
+            break
+        elapsed = clock() - start
+        fits = MAX_ROUNDS if elapsed <= 0 else int((seconds - elapsed) * rounds / elapsed)
+        fits = min(fits, MAX_ROUNDS - rounds)
+        if fits < 1:
+            break
+        count = fits if look == LOOKS - 1 else max(1, (fits + 1) // 2)
+    return total
