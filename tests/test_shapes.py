@@ -1,6 +1,8 @@
 """The shapes users copy from public Keras examples and guides, each searched and its
 answer exported (tests/models/shapes/, and the text Transformer of test_pitfalls.py):
-tiny models, two trials (FP32 and the global recipe), a short confirmation."""
+tiny models, two trials (FP32 and the global recipe), a short confirmation. The shapes no
+policy can be judged on (a GAN; a VAE whose loss lives only in train_step) are refused in
+one line that says why."""
 
 from __future__ import annotations
 
@@ -17,12 +19,18 @@ SUPPORTED = {
     "multi_io": "dict inputs and outputs, dict losses, LSTMs over two texts",
     "custom_loss": "a keras.losses.Loss subclass defined inside build_model",
     "residual_blocks": "Keras-Hub-style registered residual blocks built in build()",
+    "vae_add_loss": "a VAE with its own train_step, its loss added in call() (add_loss)",
+}
+# Refused in one line, and the words that say why.
+REFUSED = {
+    "vae": ("computes its loss in its own train_step", "self.add_loss"),
+    "gan": ("optimizers of its own (d_optimizer, g_optimizer)", "a GAN is not supported"),
 }
 
 
 def test_every_shape_file_is_listed_here():
     files = {p.stem for p in SHAPES.glob("*.py")}
-    assert files == set(SUPPORTED) | {"vae"}
+    assert files == set(SUPPORTED) | set(REFUSED)
 
 
 @pytest.mark.slow
@@ -42,14 +50,16 @@ def test_each_shape_is_searched_and_its_answer_exported(name, tmp_path):
     assert exported.manifest["study"] == name and exported.manifest["verdict"]
 
 
-def test_a_vae_that_computes_its_loss_only_in_train_step_is_refused_in_one_line(tmp_path):
-    # The Keras VAE example compiles no loss: every policy here is judged by the
-    # compiled loss, so the model file is told how to give one.
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_shape_precsearch_cannot_judge_is_refused_in_one_line(name, tmp_path):
+    # Every policy is judged by Model.compute_loss: the Keras VAE example computes its loss
+    # only in train_step (told to add it in call()); a GAN trains two models with optimizers
+    # of its own, which no policy's one loss-scaled optimizer and one loss can stand for.
     with pytest.raises(UserInputError) as refused:
         precsearch.search(
-            str(SHAPES / "vae.py"), trials=1, steps=10, out=str(tmp_path), in_process=True,
+            str(SHAPES / f"{name}.py"), trials=1, steps=10, out=str(tmp_path), in_process=True,
             probe_time=0, confirm_top=0,
         )  # fmt: skip
     message = str(refused.value)
-    assert "\n" not in message and "computes its loss in its own train_step" in message
-    assert "self.add_loss" in message
+    assert "\n" not in message
+    assert all(words in message for words in REFUSED[name]), message

@@ -19,6 +19,7 @@ from typing import Any
 
 from precsearch.engine.backend import import_tensorflow
 from precsearch.engine.inputs import integer_inputs
+from precsearch.engine.own_loss import why_no_loss
 from precsearch.errors import (
     UserInputError,
     is_resource_problem,
@@ -72,6 +73,7 @@ class Problem:
         self._compile_config = self._find_compile_config(model)
         self._custom_objects = custom_objects(model)
         self._own_train_step = type(model).train_step is not keras.Model.train_step
+        self._no_loss: str | None = None  # read once, where the model compiles no loss
         self.train_examples, self.n_train = self._examples("train_data")
         self.val_examples, self.n_val = (None, 0)
         if spec.val_data is not None:
@@ -140,6 +142,14 @@ class Problem:
             )
         return model.get_compile_config()
 
+    def _why_no_loss(self) -> str:
+        """Why a model that compiles no loss has none (``""``: its call() adds one)."""
+        if self._no_loss is None:
+            where = self._where("compile_kwargs" if self.spec.compile_kwargs else "build_model")
+            x = self.first_batch(2)[0]
+            self._no_loss = why_no_loss(self.build(), x, where, self._own_train_step)
+        return self._no_loss
+
     def compile_kwargs(self, user: bool = False) -> dict[str, Any]:
         """Fresh ``model.compile`` arguments (a new optimizer object on each call).
 
@@ -163,17 +173,8 @@ class Problem:
             kwargs = serialization_lib.deserialize_keras_object(
                 self._compile_config, custom_objects=self._custom_objects
             )
-        if kwargs.get("loss") is None and self._own_train_step:
-            raise UserInputError(
-                f"{self._where('build_model')}: the model computes its loss in its own "
-                "train_step and compiles none, but precsearch judges every policy by "
-                "Model.compute_loss: add the loss in call() with self.add_loss(...), or "
-                "compile the model with the loss its train_step uses"
-            )
-        if kwargs.get("loss") is None:
-            raise UserInputError(
-                f"{self._where('compile_kwargs')} has no 'loss', expected a loss for training"
-            )
+        if kwargs.get("loss") is None and (why := self._why_no_loss()):
+            raise UserInputError(why)
         if not user:
             for key in ("run_eagerly", "jit_compile"):
                 kwargs.pop(key, None)
