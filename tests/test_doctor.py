@@ -54,6 +54,77 @@ def test_doctor_names_token_ids_through_a_float_input_and_the_dtype_they_break()
     assert "give the Input dtype int32" in advice
 
 
+# The classic pitfalls of tests/models/classic_pitfalls.py (and pitfalls.py's amplify):
+# the layer, the dtype, the class, and words of its line.
+CLASSIC = [
+    ("classic_pitfalls", "naive_softmax", "float16", "exp", "exp of its inputs (up to"),
+    ("classic_pitfalls", "standardize", "float16", "square", "squares of its inputs (up to"),
+    ("classic_pitfalls", "mean_by_sum", "float16", "sum", "16384 elements an example"),
+    ("classic_pitfalls", "gram_det", "float16", "error", "no kernel for what it computes"),
+    ("classic_pitfalls", "gram_det", "bfloat16", "error", "no kernel for what it computes"),
+    ("pitfalls", "amplify", "float16", "overflow", "beyond float16's 65504"),
+]
+
+
+def _layer_pitfalls(name: str, **kwargs) -> list[dict]:
+    from precsearch.engine.layer_checks import layer_pitfalls
+
+    spec = load_model_file(MODELS / f"{name}.py")
+    return layer_pitfalls(spec.build_model(), spec.train_data()[0][:32], **kwargs)
+
+
+@pytest.mark.parametrize(("model", "layer", "dtype", "kind", "words"), CLASSIC)
+def test_each_classic_pitfall_is_found_in_its_layer_on_one_batch(model, layer, dtype, kind, words):
+    found = {(f["layer"], f["dtype"]): f for f in _layer_pitfalls(model)}
+    finding = found[(layer, dtype)]
+    assert finding["kind"] == kind
+    assert finding["line"].startswith(f"{layer} (") and words in finding["line"]
+    assert "\n" not in finding["line"]
+    # Nothing else in the model is blamed: the layers before them are harmless.
+    assert {key[0] for key in found} <= {row[1] for row in CLASSIC if row[0] == model}
+
+
+def test_a_model_without_pitfalls_has_no_findings():
+    assert _layer_pitfalls("mlp") == []
+
+
+def test_a_layer_far_slower_in_a_low_dtype_is_found_by_the_clock():
+    # The clock is injected: the layer itself moves it, 1 a call in float32 and 50 in
+    # bfloat16, as a layer without a fast bfloat16 kernel would.
+    import keras
+
+    ticks = [0.0]
+
+    class Ticking(keras.layers.Layer):
+        def call(self, x):
+            ticks[0] += 50.0 if self.compute_dtype == "bfloat16" else 1.0
+            return x * 2.0
+
+    model = keras.Sequential([keras.Input((4,)), Ticking(name="ticking")])
+    found = layer_pitfalls_of(model, clock=lambda: ticks[0])
+    assert [(f["layer"], f["dtype"], f["kind"]) for f in found] == [("ticking", "bfloat16", "slow")]
+    assert "50x slower in bfloat16 than in float32 here" in found[0]["line"]
+
+
+def layer_pitfalls_of(model, **kwargs) -> list[dict]:
+    from precsearch.engine.layer_checks import layer_pitfalls
+
+    return layer_pitfalls(model, np.ones((8, 4), "float32"), **kwargs)
+
+
+@pytest.mark.slow
+def test_doctor_says_each_classic_pitfall_in_one_line_naming_its_layer():
+    done = run_cli("doctor", str(MODELS / "classic_pitfalls.py"), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    kinds = {(f["layer"], f["dtype"]): f["kind"] for f in report["pitfalls"]}
+    expected = {(layer, dtype): kind for model, layer, dtype, kind, _ in CLASSIC
+                if model == "classic_pitfalls"}  # fmt: skip
+    assert kinds == expected
+    for finding in report["pitfalls"]:
+        assert finding["line"] in report["advice"]
+
+
 def test_doctor_on_a_broken_model_file_exits_2():
     done = run_cli("doctor", str(ROOT / "tests" / "data" / "bad" / "models" / "no_loss.py"))
     assert done.returncode == 2 and "no loss anywhere" in done.stderr

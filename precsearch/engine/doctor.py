@@ -10,6 +10,10 @@ Before any trial is spent, :func:`diagnose` looks at
 * one batch through the model in float32, bfloat16 and float16 (:func:`probe`): per layer
   the largest activation and gradient against float16's range (overflow above 65504,
   gradients underflowing below ~6e-8) and any non-finite value in each dtype;
+* the classic pitfalls, each layer alone in each low dtype on that batch
+  (:func:`precsearch.engine.layer_checks.layer_pitfalls`): activations beyond float16's
+  range, an exp, a square or a sum that overflows inside a layer, a layer that raises
+  (no kernel here) or runs far slower in a low dtype; one line each, naming the layer;
 * the study's budget: the FP32 runs a study starts with, and which of their figures can
   judge a candidate at that many steps (:func:`precsearch.engine.fidelity.assess`: a
   validation accuracy at chance, a loss that saturates or barely falls cannot).
@@ -23,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from precsearch.engine.guarded import classify
+from precsearch.engine.layer_checks import layer_pitfalls
 from precsearch.errors import UserInputError
 from precsearch.hardware import describe, fast_dtypes
 from precsearch.policy import Policy
@@ -147,7 +152,9 @@ def diagnose(problem: Problem, budget: Budget | None = None) -> dict[str, Any]:
         "probe": probes,
         "judging": (judging := _judging(problem, budget)),
         "errors": errors,
+        "pitfalls": (found := layer_pitfalls(problem.model_for(problem.baseline(), 0), batch[0])),
         "advice": _pitfall_advice(problem.info.integer_inputs, errors)
+        + [finding["line"] for finding in found]
         + _advice(hardware, probes, _softmax_and_output(model), _widths(model, outputs))
         + _judging_advice(judging),
     }
