@@ -23,11 +23,14 @@ __all__ = [
     "HALF_WIDTH",
     "confidently_slower",
     "half_width",
+    "instance_spread",
     "instrument_percent",
     "log_figures",
     "figures_text",
     "log_ratios",
     "median",
+    "pooled_bounds",
+    "pooled_figures",
     "ratio_bounds",
     "ratio_figures",
 ]
@@ -123,6 +126,82 @@ def ratio_figures(
 ) -> dict[str, Any]:
     """``a`` over ``b``, round by round (:func:`log_figures` of :func:`log_ratios`)."""
     return log_figures(log_ratios(a, b), confidence)
+
+
+def instance_spread(groups: Sequence[Sequence[Sequence[float]]]) -> tuple[float, int]:
+    """``(variance, df)``: how far independently built instances of one configuration
+    read apart for good (the variance of an instance's fixed offset in log speed), and
+    its degrees of freedom.
+
+    Each group is one configuration's instances (two or more), each a list of per-round
+    rates from the same rounds. Per group, the variance of the instances' mean logs less
+    what the rounds' own noise puts in it (the instance-by-round residual variance over
+    the rounds); pooled over the groups by their degrees of freedom, never below 0.
+    """
+    import numpy as np
+
+    total, df = 0.0, 0
+    for group in groups:
+        logs = np.log(np.asarray(group, dtype=float)).T  # rounds x instances
+        rounds, count = logs.shape
+        if count < 2 or rounds < 2:
+            continue
+        means = logs.mean(axis=0)
+        residual = logs - means - logs.mean(axis=1, keepdims=True) + logs.mean()
+        within = float((residual**2).sum()) / ((rounds - 1) * (count - 1))
+        total += (count - 1) * (float(means.var(ddof=1)) - within / rounds)
+        df += count - 1
+    return (max(0.0, total / df) if df else 0.0), df
+
+
+def pooled_bounds(
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    alpha: float,
+    spread: tuple[float, int] = (0.0, 0),
+) -> tuple[float, float]:
+    """:func:`ratio_bounds` of ``a`` over ``b`` where each is one or more instances of a
+    configuration (per-round rates, the same rounds): per round, the mean log of ``a``'s
+    instances less ``b``'s.
+
+    The rounds' spread alone would leave out each instance's fixed offset, which more
+    rounds do not average away: its variance (``spread``, :func:`instance_spread`) enters
+    as ``variance * (1/n_a + 1/n_b)``, with Welch-Satterthwaite degrees of freedom.
+    """
+    import numpy as np
+    from scipy import stats
+
+    logs = np.log(np.asarray(a, dtype=float)).mean(axis=0)
+    logs -= np.log(np.asarray(b, dtype=float)).mean(axis=0)
+    variance, df = spread
+    if logs.size < 2:
+        return (0.0, math.inf)
+    if not (df and variance > 0):
+        return ratio_bounds(list(logs), alpha)
+    mean = float(logs.mean())
+    rounds_part = float(logs.var(ddof=1)) / logs.size
+    instance_part = variance * (1 / len(a) + 1 / len(b))
+    total = rounds_part + instance_part
+    dof = total**2 / (instance_part**2 / df + rounds_part**2 / (logs.size - 1))
+    reach = float(stats.t.ppf(1 - alpha, dof)) * math.sqrt(total)
+    return math.exp(mean - reach), math.exp(mean + reach)
+
+
+def pooled_figures(
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    spread: tuple[float, int] = (0.0, 0),
+    confidence: float = CONFIDENCE,
+) -> dict[str, Any]:
+    """:func:`log_figures` of ``a``'s instances over ``b``'s, per round, with the interval
+    of :func:`pooled_bounds`."""
+    import numpy as np
+
+    logs = np.log(np.asarray(a, dtype=float)).mean(axis=0)
+    logs -= np.log(np.asarray(b, dtype=float)).mean(axis=0)
+    figures = log_figures([float(v) for v in logs], confidence)
+    figures["low"], figures["high"] = pooled_bounds(a, b, (1 - confidence) / 2, spread)
+    return figures
 
 
 def half_width(figures: dict[str, Any]) -> float:

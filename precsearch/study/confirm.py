@@ -54,7 +54,13 @@ from precsearch.stored import (
     status_of,
     stored_policy,
 )
-from precsearch.study.selection import Sequential, measure_rounds, settled
+from precsearch.study.selection import (
+    Sequential,
+    instance_configs,
+    measure_rounds,
+    settled,
+    spread_of,
+)
 from precsearch.study.verdict import precision_words, report
 
 __all__ = ["confirm", "twin_of"]
@@ -202,6 +208,7 @@ def confirm(
     configs += [(label, stored_policy(t)) for label, t in by_label.items()]
     spent, start = {}, time.perf_counter()
     sequential = Sequential(labels)
+    configs = instance_configs(configs, "selection")
     selection = measure_rounds(executor, configs, rng, block, seconds, sequential, clock)
     spent["selection"] = time.perf_counter() - start
     chosen_by = sequential.selection
@@ -218,10 +225,12 @@ def confirm(
     configs, twin_trial, twin_feasible = _fresh_configs(study, base, winner_trial, peers)
 
     start = time.perf_counter()
+    configs = instance_configs(configs, "fresh")  # new instances: their offsets are new
     fresh = measure_rounds(executor, configs, rng, block, seconds, settled, clock)
     spent["fresh"] = time.perf_counter() - start
     undecided = None if chosen_by.decided else seconds
-    best, verdict = report(fresh, winner, base, peers, twin_feasible, undecided)
+    spread = spread_of(selection, fresh)  # one instrument: both stages' instances
+    best, verdict = report(fresh, winner, base, peers, twin_feasible, undecided, spread)
     answer, best_trial = _settle(best, base, fp32, winner_trial, twin_trial)
     record = Confirmation(
         rounds={"selection": len(selection.orders), "fresh": len(fresh.orders)},

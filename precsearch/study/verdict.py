@@ -14,7 +14,7 @@ from typing import Any
 from precsearch.policy import Policy
 from precsearch.records import PEERS, Measurement
 from precsearch.stats import figures_text, instrument_percent, ratio_figures
-from precsearch.study.selection import ALPHA, bounds, instrument_error
+from precsearch.study.selection import ALPHA, bounds, figures, instrument_error, spread_of
 
 __all__ = ["config_words", "precision_words", "report"]
 
@@ -44,6 +44,7 @@ def report(
     peers: dict[str, dict[str, Any]],
     twin_feasible: bool = False,
     undecided_after: float | None = None,
+    spread: tuple[float, int] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The answer's figures from the fresh rounds and the verdict's sentence.
 
@@ -56,6 +57,8 @@ def report(
         twin_feasible: Whether the winner's FP32 twin trains like FP32.
         undecided_after: The selection's time cap where it ended undecided with no
             winner: FP32 stays the answer, but nothing was shown slower either.
+        spread: The between-instance variance and its degrees of freedom
+            (:func:`~precsearch.study.selection.spread_of`; default: from ``measured``).
 
     Returns:
         ``(best, verdict)``; ``best["answer"]`` is ``"fp32"``, ``"winner"`` or
@@ -63,34 +66,37 @@ def report(
         error: it costs time, or adds nothing the instrument can see), and
         ``best["repeated"]`` whether the winner repeated on these rounds.
     """
-    fp32 = measured.rates["fp32"]
+    spread = spread_of(measured) if spread is None else spread
     error = instrument_error(measured)
-    null = ratio_figures(measured.rates["null"], fp32)
+    null = ratio_figures(measured.rates["null"], measured.rates["fp32"])
     for name, peer in peers.items():
         if name in measured.rates:
-            peer["vs_fp32"] = ratio_figures(measured.rates[name], fp32)
+            peer["vs_fp32"] = figures(measured, name, spread=spread)
     instrument = f"instrument error ±{instrument_percent(null):.1f}%"
-    # What a change from the user's training must clear to earn its place: what two
+    # What a precision part must clear to earn its place beside its FP32 twin: what two
     # identical FP32 models read apart in these rounds (the A/A copy's own ratio, ≥ 1;
     # identical instances read 2-4% apart on CPUs). The simpler policy wins ties.
     margin = error
     best: dict[str, Any] = {"answer": "fp32", "instrument_error": error, "repeated": None}
     verdict = ""
     if winner is not None:
-        vs = ratio_figures(measured.rates["best"], fp32)
-        best["repeated"] = bounds(measured, "best", ALPHA)[0] > margin
+        vs = figures(measured, "best", spread=spread)
+        # The repeat's test, the one that bounds false winners at ALPHA: new instances,
+        # their spread in the interval (so no A/A margin on top: that counted it twice).
+        lower = bounds(measured, "best", ALPHA, spread)[0]
+        best["repeated"] = lower > 1
         if not best["repeated"]:
             verdict = (
                 f"the winner of the selection, {precision_words(winner)}"
                 f"{' at ' + config_words(winner, base) if config_words(winner, base) else ''}"
-                f", did not repeat on fresh rounds beyond the {margin:.2f}x two identical "
-                f"FP32 models read apart ({figures_text(vs)}); "
+                f", did not repeat on fresh rounds of new instances ({figures_text(vs)}; "
+                f"one-sided {1 - ALPHA:.0%} lower bound {lower:.2f}x, not above 1); "
             )
         else:
             best.update(answer="winner", speedup_vs_fp32=vs, batch_size=winner.batch_size,
                         jit_compile=winner.jit_compile)  # fmt: skip
     if best["answer"] == "winner":
-        verdict = _decompose(measured, winner, base, best, twin_feasible, margin)
+        verdict = _decompose(measured, winner, base, best, twin_feasible, margin, spread)
         verdict += f"; a copy of FP32 measures {figures_text(null)} ({instrument})"
     else:
         # The answer is the user's own training: no ratio to quote (the copy's figures
@@ -114,6 +120,7 @@ def _decompose(
     best: dict[str, Any],
     twin_feasible: bool,
     margin: float,
+    spread: tuple[float, int],
 ) -> str:
     """A repeated winner's verdict: its speed as precision times batch size and XLA,
     or its FP32 twin where the precision part's lower bound does not clear ``margin``
@@ -122,10 +129,9 @@ def _decompose(
     ``best`` is filled in with the parts."""
     config, low = config_words(winner, base), precision_words(winner)
     vs = best["speedup_vs_fp32"]
-    fp32 = measured.rates["fp32"]
     if "best_fp32" in measured.rates:
-        precision = ratio_figures(measured.rates["best"], measured.rates["best_fp32"])
-        twin = ratio_figures(measured.rates["best_fp32"], fp32)
+        precision = figures(measured, "best", "best_fp32", spread)
+        twin = figures(measured, "best_fp32", spread=spread)
         best["precision"], best["config"] = precision, twin
         if precision["low"] <= margin and twin_feasible:
             best.update(answer="twin", speedup_vs_fp32=twin, replaced=vs)
@@ -146,9 +152,8 @@ def _decompose(
         best["precision"] = vs
         verdict = f"{figures_text(vs)} FP32, all from {low}"
     if "global" in measured.rates:
-        best["speedup_vs_global_mixed"] = ratio_figures(
-            measured.rates["best_fp32" if best["answer"] == "twin" else "best"],
-            measured.rates["global"],
+        best["speedup_vs_global_mixed"] = figures(
+            measured, "best_fp32" if best["answer"] == "twin" else "best", "global", spread
         )
     return verdict
 
