@@ -22,6 +22,7 @@ __all__ = [
     "CONFIDENCE",
     "HALF_WIDTH",
     "confidently_slower",
+    "corrected_low",
     "half_width",
     "instance_spread",
     "instrument_percent",
@@ -202,6 +203,20 @@ def pooled_figures(
     figures = log_figures([float(v) for v in logs], confidence)
     figures["low"], figures["high"] = pooled_bounds(a, b, (1 - confidence) / 2, spread)
     return figures
+
+
+def corrected_low(figures: dict[str, Any], alpha: float) -> float:
+    """The lower bound of a ratio's figures (:func:`log_figures`, a t interval) moved to
+    one-sided level ``1 - alpha``: its standard error read back from its ``low``,
+    ``estimate``, ``rounds`` and ``confidence``. Figures without those keep their ``low``."""
+    from scipy import stats
+
+    low, estimate, rounds = figures.get("low"), figures.get("estimate"), figures.get("rounds")
+    if not (low and estimate and rounds and rounds >= 2 and low > 0):
+        return low or 0.0
+    level = 1 - (1 - figures.get("confidence", CONFIDENCE)) / 2
+    error = math.log(estimate / low) / float(stats.t.ppf(level, rounds - 1))
+    return math.exp(math.log(estimate) - float(stats.t.ppf(1 - alpha, rounds - 1)) * error)
 
 
 def half_width(figures: dict[str, Any]) -> float:

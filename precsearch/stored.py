@@ -19,6 +19,9 @@ from typing import Any
 
 from precsearch.policy import Policy
 from precsearch.records import Confirmation, ModelInfo, TrialResult
+from precsearch.stats import corrected_low
+
+BAR_ALPHA = 0.025  # how often the early stop's bar may lie above the best trial's speed
 
 __all__ = [
     "answered_by_pins",
@@ -27,6 +30,7 @@ __all__ = [
     "baseline_of",
     "baseline_trial",
     "best_feasible_low",
+    "stop_bar",
     "confirmation_of",
     "enqueue_baseline",
     "enqueue_predicted_best",
@@ -312,15 +316,30 @@ def measured_trials(study: Any) -> list[Any]:
     ]
 
 
-def best_feasible_low(study: Any) -> float:
-    """The speedup a new trial must be able to reach to matter: the highest lower bound
-    (of its own timed blocks' 95% interval) among the feasible trials that ran, or 1
-    (FP32) when none is above it."""
-    lows = [
-        result_of(t).block_ratios.get("low") or 1.0
+def best_feasible_low(study: Any, alpha: float = BAR_ALPHA) -> float:
+    """The speedup a new trial must be able to reach to matter (the early stop's bar):
+    among the feasible trials that ran, the highest lower bound at one-sided
+    ``1 - alpha / k``, Bonferroni over those ``k`` trials, or 1 (FP32) when none is
+    above it.
+
+    The plain maximum of their 95% lower bounds is biased up (the more trials, the more
+    of them read high by chance) and could stop the best policy; corrected for the
+    maximum, the bar is above the fastest of them at most ``alpha`` of the time. On
+    200 simulated searches (20 trials within 1.45-1.5x, instance offsets, the trial's own
+    stop rule) the truly best (1.5x) was stopped in 4, against 7 with the plain maximum
+    (``tests/test_early_stop.py``).
+    """
+    ran = [
+        result_of(t).block_ratios
         for t in measured_trials(study)
         if trained_own_policy(t) and is_feasible(t)
     ]
+    return stop_bar(ran, alpha)
+
+
+def stop_bar(block_ratios: list[dict[str, Any]], alpha: float = BAR_ALPHA) -> float:
+    """:func:`best_feasible_low` from the feasible trials' block figures."""
+    lows = [corrected_low(f, alpha / len(block_ratios)) for f in block_ratios if f]
     return max([1.0, *lows])
 
 
