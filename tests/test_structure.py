@@ -90,7 +90,15 @@ LAYERS = (
     ("precsearch.stored",),  # every stored key, and the trial readers
     ("precsearch.plugins", "precsearch.space"),  # the plugin API: all a plugin imports
     ("precsearch.policy", "precsearch.model_file"),
-    ("precsearch.records", "precsearch.stats", "precsearch.hardware", "precsearch.files"),
+    # precsearch.backend: what differs by Keras backend, below the policy (training code
+    # runs the policy's guard on each backend)
+    (
+        "precsearch.records",
+        "precsearch.stats",
+        "precsearch.hardware",
+        "precsearch.files",
+        "precsearch.backend",
+    ),
     ("precsearch.errors", "precsearch._version"),
 )
 

@@ -36,12 +36,21 @@ class SavedModel(Exporter):
     Its ``serving_default`` signature takes the inputs by the model's input layer names
     and returns the outputs by its output layer names, floating outputs as float32 (what
     each holds, probabilities or logits, is in the policy's manifest under ``serving``).
+
+    A SavedModel needs TensorFlow: Keras writes one on TensorFlow and, through jax2tf, on
+    JAX. Where it cannot (PyTorch, or TensorFlow not installed) the model is written as
+    ``model.keras`` instead, Keras's own file, which every backend loads.
     """
 
     name = "saved_model"
     needs_model = True
 
     def export(self, winner: Winner, directory: Path) -> list[Path]:
+        from precsearch.backend import current, tensorflow_if_installed
         from precsearch.policy.serving import export_saved_model
 
-        return [export_saved_model(winner.model, directory / "saved_model")]
+        if current().name in ("tensorflow", "jax") and tensorflow_if_installed() is not None:
+            return [export_saved_model(winner.model, directory / "saved_model")]
+        path = directory / "model.keras"
+        winner.model.save(path)
+        return [path]

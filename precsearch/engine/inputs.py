@@ -18,13 +18,13 @@ __all__ = ["integer_inputs"]
 def integer_inputs(x: Any, model_inputs: list[Any] | None) -> dict[str, float]:
     """Float inputs of ``x`` (a batch: an array, a list or a dict of them) whose values
     are all integers above 1, with their largest absolute value, by input name."""
+    import keras
     import numpy as np
-    import tensorflow as tf
 
     if isinstance(x, dict):
         items = [(str(name), value) for name, value in x.items()]
     else:
-        flat = tf.nest.flatten(x)
+        flat = keras.tree.flatten(x)
         # A functional Input's generated name ("keras_tensor_3") tells a user nothing.
         names = [getattr(t, "name", "") for t in model_inputs or []]
         generated = any(name.startswith("keras_tensor") for name in names)

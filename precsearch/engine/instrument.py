@@ -15,7 +15,9 @@ Rules it keeps (the README's "What a trial measures"):
   0.104 (0.0137) for the median of 0.25 s blocks, and no copy or place in the round read
   apart beyond that noise (``benchmarks/results/instrument.md``).
 
-Nothing here imports TensorFlow: it calls the model's own train function.
+Nothing here imports a framework: it calls the model's own train function through the
+backend (:mod:`precsearch.backend`), which waits for the device before a call's
+time is read.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from precsearch.backend import Backend, current
 from precsearch.records import StepStats
 
 __all__ = [
@@ -53,19 +56,26 @@ def block_rate(times: list[float], samples_per_call: int) -> float:
 
 
 def step(
-    model: Any, iterator: Any, clock: Callable[[], float] = time.perf_counter
+    model: Any,
+    iterator: Any,
+    clock: Callable[[], float] = time.perf_counter,
+    backend: Backend | None = None,
 ) -> tuple[float, float]:
-    """One training step: (seconds, loss of this step).
+    """One call of the model's train function: (seconds, loss of this call).
 
-    Metrics are reset before the timer starts so that ``loss`` is this step's, not a
-    running mean; reading it back waits for the step to finish. ``clock`` reads the
-    time in seconds.
+    Metrics are reset before the timer starts so that ``loss`` is this call's, not a
+    running mean. The timer stops only after the device has finished
+    (:meth:`Backend.sync <precsearch.backend.Backend.sync>`): on a GPU the call
+    returns while its work is still queued. ``clock`` reads the time in seconds;
+    ``backend`` is Keras's own unless given.
     """
+    backend = backend or current()
     model.reset_metrics()
     t0 = clock()
-    logs = model.train_function(iterator)
-    loss = float(logs["loss"])
-    return clock() - t0, loss
+    logs = backend.train_call(model, iterator)
+    backend.sync()
+    seconds = clock() - t0
+    return seconds, float(logs["loss"])
 
 
 def step_stats(times: list[float], batch_size: int, steps_per_call: int = 1) -> StepStats:

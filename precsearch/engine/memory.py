@@ -14,7 +14,10 @@ import contextlib
 import ctypes
 import gc
 import resource
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from precsearch.backend import Backend
 
 __all__ = ["PeakMemory", "release", "rss_mb"]
 
@@ -62,18 +65,18 @@ def _peak_rss_mb() -> float:
 
 
 class PeakMemory:
-    """The peak memory from now on: ``PeakMemory(tf, gpu)``, then :meth:`mb`.
+    """The peak memory from now on: ``PeakMemory(backend, gpu)``, then :meth:`mb`.
 
     Attributes:
         kind: ``"gpu"``, ``"rss"``, or ``"rss (process lifetime)"`` where the kernel's
             peak mark cannot be reset.
     """
 
-    def __init__(self, tf: Any, gpu: bool) -> None:
-        self._tf = tf
+    def __init__(self, backend: Backend, gpu: bool) -> None:
+        self._backend = backend
         self.gpu = gpu
         if gpu:
-            tf.config.experimental.reset_memory_stats("GPU:0")
+            backend.reset_peak_memory()
             self.kind = "gpu"
         else:
             self.kind = "rss" if _reset_peak_rss() else "rss (process lifetime)"
@@ -81,5 +84,5 @@ class PeakMemory:
     def mb(self) -> float:
         """The peak since this object was made, in MiB."""
         if self.gpu:
-            return self._tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+            return self._backend.peak_memory_bytes() / 2**20
         return _peak_rss_mb()

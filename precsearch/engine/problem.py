@@ -7,7 +7,9 @@ compiled models under any policy from those same initial weights. Whatever the u
 functions return that breaks the contract is a one-line ``UserInputError`` naming the
 file and the function.
 
-TensorFlow is imported when a Problem is created, never at module import.
+The backend's framework is imported when a Problem is created, never at module import;
+what differs by backend goes through :mod:`precsearch.backend` and
+:mod:`precsearch.engine.examples`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import dataclasses
 import math
 from typing import Any
 
-from precsearch.engine.backend import import_tensorflow
+from precsearch.backend import import_backend, import_tensorflow
+from precsearch.engine.examples import ArrayExamples, DatasetExamples, read_examples
 from precsearch.engine.inputs import integer_inputs
 from precsearch.engine.own_loss import why_no_loss
 from precsearch.errors import (
@@ -42,11 +45,13 @@ class Problem:
     Args:
         spec: Where the model and data come from.
         batch_size: The model's own batch size (default: ``precsearch_config`` or 32).
-        strategy: ``"none"``, or ``"mirrored"``: every model trains data-parallel under
-            ``tf.distribute.MirroredStrategy`` over the visible GPUs (or logical CPUs).
+        strategy: ``"none"``, or ``"mirrored"``: every model trains data-parallel, under
+            ``tf.distribute.MirroredStrategy`` over the visible GPUs (or logical CPUs) on
+            TensorFlow, ``keras.distribution.DataParallel`` on JAX.
 
     Attributes:
-        keras, tf: The modules, imported here.
+        keras: The module, imported here.
+        backend: What differs by Keras backend (:class:`~precsearch.backend.Backend`).
         info: The model's description (layers, batch size, data sizes, hardware).
         initial_weights: The weights every trial and reference starts from.
         batch_size: The model's own batch size.
@@ -59,11 +64,11 @@ class Problem:
     def __init__(
         self, spec: ModelSpec, batch_size: int | None = None, strategy: str = "none"
     ) -> None:
-        self.tf = import_tensorflow()
+        self.backend = import_backend()
         import keras
 
         self.keras = keras
-        self.strategy = self._strategy(strategy)
+        self.strategy = self.backend.strategy(strategy)
         self.spec = spec
         self.batch_size = batch_size or int(spec.config.get("batch_size", 32))
         keras.utils.set_random_seed(0)
@@ -82,22 +87,13 @@ class Problem:
         self.initial_weights = model.get_weights()
         self.info = self._model_info(model)
 
-    def _strategy(self, name: str) -> Any:
-        if name == "none":
-            return None
-        if name != "mirrored":
-            raise UserInputError(f"--strategy {name!r}: expected none or mirrored")
-        tf = self.tf
-        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
-        return tf.distribute.MirroredStrategy(devices=[d.name for d in devices])
-
     def _scope(self) -> Any:
         return self.strategy.scope() if self.strategy else contextlib.nullcontext()
 
     def iterator(self, batch_size: int, seed: int) -> Any:
         """An iterator over :meth:`dataset`, split across replicas under a strategy."""
         data = self.dataset(batch_size, seed)
-        if self.strategy is not None:
+        if self.strategy is not None and self.backend.name == "tensorflow":
             data = self.strategy.experimental_distribute_dataset(data)
         return iter(data)
 
@@ -181,44 +177,33 @@ class Problem:
         kwargs["optimizer"] = keras.optimizers.get(kwargs.get("optimizer", "rmsprop"))
         return kwargs
 
-    def _examples(self, function: str) -> tuple[Any, int]:
-        tf = self.tf
-        data = self._call(function)
-        expected = "expected (x, y) arrays or an unbatched tf.data.Dataset"
-        if isinstance(data, tf.data.Dataset):
-            dataset = data
-        elif isinstance(data, (tuple, list)) and len(data) in (2, 3):
-            where = self._where(function)
-            with users_fault(
-                lambda cause: f"{where} returned arrays that do not line up ({cause}), {expected}"
-            ):
-                dataset = tf.data.Dataset.from_tensor_slices(tuple(data))
-        else:
-            raise UserInputError(
-                f"{self._where(function)} returned {type(data).__name__}, {expected}"
-            )
-        n = int(dataset.cardinality())
-        if n == tf.data.INFINITE_CARDINALITY:
-            raise UserInputError(
-                f"{self._where(function)} returned a dataset that repeats forever, "
-                "expected a finite one (precsearch repeats it itself)"
-            )
-        if n == tf.data.UNKNOWN_CARDINALITY:
-            n = int(dataset.reduce(0, lambda count, _: count + 1))
-        if n < 1:
-            raise UserInputError(f"{self._where(function)} returned no examples")
-        return dataset, n
+    def _examples(self, function: str) -> tuple[ArrayExamples | DatasetExamples, int]:
+        examples = read_examples(
+            self._call(function),
+            self._where(function),
+            as_dataset=self.backend.name == "tensorflow",
+            tensorflow=import_tensorflow,
+        )
+        return examples, examples.n
 
     def _check_data_fits(self, model: Any) -> None:
-        tf = self.tf
-        spec = self.train_examples.element_spec
-        first = tf.nest.flatten(spec)[0]
+        keras = self.keras
+        if isinstance(self.train_examples, DatasetExamples):
+            spec = self.train_examples.dataset.element_spec
+            first = keras.tree.flatten(spec)[0]
+        else:
+            first = None
         inputs = getattr(model, "inputs", None) if model.built else None
         try:
             input_shapes = [tuple(t.shape) for t in inputs or []]
         except (AttributeError, ValueError):
             input_shapes = []
-        if input_shapes and len(first.shape) == len(input_shapes[0]) and first.shape[0] is None:
+        if (
+            first is not None
+            and input_shapes
+            and len(first.shape) == len(input_shapes[0])
+            and first.shape[0] is None
+        ):
             raise UserInputError(
                 f"{self._where('train_data')} returned a batched dataset (element shape "
                 f"{tuple(first.shape)}), expected unbatched examples: drop .batch() "
@@ -257,8 +242,8 @@ class Problem:
             jit_compile=self.jit_compile,
             steps_per_execution=self.steps_per_execution,
             replicas=self.strategy.num_replicas_in_sync if self.strategy else 1,
-            versions={"tensorflow": self.tf.__version__, "keras": self.keras.__version__},
-            gpus=self._gpus(),
+            versions={self.backend.name: self.backend.version(), "keras": self.keras.__version__},
+            gpus=self.backend.gpus(),
             dropped_compile_args=self.dropped_compile_args,
             optimizer=self._optimizer_name(),
             serving=self._serving(model),
@@ -283,32 +268,13 @@ class Problem:
         inner = getattr(optimizer, "inner_optimizer", optimizer)
         return type(inner).__name__
 
-    def _gpus(self) -> list[dict[str, Any]]:
-        gpus = []
-        for device in self.tf.config.list_physical_devices("GPU"):
-            details = self.tf.config.experimental.get_device_details(device)
-            gpus.append(
-                {
-                    "name": details.get("device_name", device.name),
-                    "compute_capability": list(details.get("compute_capability") or []),
-                }
-            )
-        return gpus
-
     def dataset(self, batch_size: int, seed: int) -> Any:
         """The training stream: shuffled (seeded), repeated, batched, prefetched.
 
         Repeating before batching makes the stream of examples the same at any batch
         size, so a batch-size change alters only how it is cut.
         """
-        tf = self.tf
-        return (
-            self.train_examples.cache()
-            .shuffle(min(self.n_train, 50_000), seed=seed, reshuffle_each_iteration=True)
-            .repeat()
-            .batch(batch_size, drop_remainder=True)
-            .prefetch(tf.data.AUTOTUNE)
-        )
+        return self.train_examples.stream(batch_size, seed)
 
     def baseline(self) -> Policy:
         """The user's own training in FP32: their batch size and XLA setting (normalised:
@@ -351,6 +317,7 @@ class Problem:
                 x, y = self.first_batch(2)
                 model.compute_metrics(x, y, model(x), sample_weight=None)
                 model.reset_metrics()
+            self.backend.prepare(model, self.first_batch(2))
             model.make_train_function()
         return model
 
@@ -372,16 +339,14 @@ class Problem:
 
     def first_batch(self, size: int) -> tuple[Any, Any]:
         """``(x, y)`` of the first ``size`` training examples, in the file's order."""
-        batch = next(iter(self.train_examples.batch(size)))
-        return batch[0], batch[1]
+        return self.train_examples.first(size)
 
     def evaluate(self, model: Any, batch_size: int) -> dict[str, Any]:
         """``{loss, metric, metric_name}`` on the validation data (empty without any)."""
         if self.val_examples is None:
             return {}
-        tf = self.tf
-        data = self.val_examples.batch(batch_size).prefetch(tf.data.AUTOTUNE)
-        logs = model.evaluate(data, verbose=0, return_dict=True)
+        arguments = self.val_examples.fit_arguments(batch_size)
+        logs = model.evaluate(**arguments, verbose=0, return_dict=True)
         names = [k for k in logs if k != "loss"]
         out: dict[str, Any] = {"loss": float(logs.get("loss", math.nan))}
         if names:

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from precsearch.engine.backend import import_tensorflow
+from precsearch.backend import import_backend
 from precsearch.engine.fidelity import assess, judging_note
 from precsearch.engine.instrument import Timed, prepare, step
 from precsearch.engine.memory import PeakMemory, release, rss_mb
@@ -107,7 +107,7 @@ class Runner:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         t0 = time.perf_counter()
-        import_tensorflow()  # timed on its own: the import split
+        import_backend()  # timed on its own: the import split
 
         self.timings: dict[str, float] = {"import": time.perf_counter() - t0}
         t0 = time.perf_counter()
@@ -209,7 +209,14 @@ class Runner:
         problem = self.problem
         rewrite = GraphRewrite(problem) if peer == GRAPH_REWRITE else None
         policy = problem.normalise(rewrite.policy() if rewrite else policy)
-        memory = PeakMemory(problem.tf, gpu=bool(self.info.gpus))
+        if rewrite is not None and not problem.backend.exact_rewrite:
+            return TrialResult(
+                policy=policy.to_dict(),
+                status="failed",
+                reason=f"not available on Keras's {problem.backend.name} backend",
+                numerics={"rewrite_applied": False},
+            )
+        memory = PeakMemory(problem.backend, gpu=bool(self.info.gpus))
         t0 = time.perf_counter()
         reference = self.reference(budget=budget)
         judging = self.judging(reference)

@@ -69,9 +69,9 @@ def _die_with_parent() -> None:
 def start_runner(command: InitCommand) -> tuple[Runner, InitReply]:
     """The Runner of the model file ``command`` names, and the reply saying it is ready."""
     t0 = time.perf_counter()
-    from precsearch.engine.backend import import_tensorflow
+    from precsearch.backend import import_backend
 
-    import_tensorflow()  # timed on its own: the import split
+    import_backend()  # timed on its own: the import split
 
     t_import = time.perf_counter() - t0
     from precsearch.engine.runner import Runner

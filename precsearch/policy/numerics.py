@@ -17,6 +17,11 @@ went non-finite, and with probe data the layers whose activations or gradients l
 range of their dtype (:func:`probe`, also used by ``precsearch doctor``). With a
 ``log_dir`` it writes the loss scale, skipped steps and gradient norm to TensorBoard, in
 an event file it closes when training ends.
+
+On JAX and PyTorch the optimizer's step is not ``apply_gradients`` (Keras's JAX trainer
+applies gradients statelessly inside its compiled step): there the guard watches the
+loss and the loss scale, the gradient checks and the TensorBoard scalars are
+TensorFlow's, and :func:`probe` reads activations (gradients on TensorFlow only).
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ from typing import Any
 
 import keras
 import numpy as np
-import tensorflow as tf
 
+from precsearch.backend import current
 from precsearch.errors import PrecsearchError
 from precsearch.policy.layers import iter_layers, scalar
 
@@ -89,13 +94,17 @@ class PolicyGuard(keras.callbacks.Callback):
         self._scale: float | None = None
         self._log_dir = str(log_dir) if log_dir else None
         self._writer: Any = None  # open from the start to the end of each training run
-        self._finite = tf.Variable(True, trainable=False, name="guard_grads_finite")
-        self._norm = tf.Variable(0.0, trainable=False, name="guard_grad_norm")
+        self._tf = _tensorflow_backend()
+        self._finite = self._norm = None
+        if self._tf is not None:
+            self._finite = self._tf.Variable(True, trainable=False, name="guard_grads_finite")
+            self._norm = self._tf.Variable(0.0, trainable=False, name="guard_grad_norm")
 
     def set_model(self, model: Any) -> None:
         super().set_model(model)
         optimizer = model.optimizer
-        if optimizer is None or getattr(optimizer, "_precsearch_guard", None) is self:
+        tf = self._tf
+        if tf is None or optimizer is None or getattr(optimizer, "_precsearch_guard", None) is self:
             return
         original = optimizer.apply_gradients
         finite, norm = self._finite, self._norm
@@ -123,8 +132,8 @@ class PolicyGuard(keras.callbacks.Callback):
         model.train_function = None  # retrace with the check inside the step
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-        if self._log_dir is not None and self._writer is None:
-            self._writer = tf.summary.create_file_writer(self._log_dir)
+        if self._tf is not None and self._log_dir is not None and self._writer is None:
+            self._writer = self._tf.summary.create_file_writer(self._log_dir)
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         self._close_writer()
@@ -148,10 +157,11 @@ class PolicyGuard(keras.callbacks.Callback):
         skipped = scale is not None and self._scale is not None and scale < self._scale
         self._scale = scale
         self._skips.append(skipped)
-        norm = float(self._norm.numpy())
+        norm = float(self._norm.numpy()) if self._norm is not None else math.nan
         if scale:
             norm /= scale
         if self._writer is not None:
+            tf = self._tf
             with self._writer.as_default(step=self.step):
                 tf.summary.scalar("guard/gradient_norm", norm)
                 tf.summary.scalar("guard/skipped_steps", float(sum(self._skips)))
@@ -160,7 +170,7 @@ class PolicyGuard(keras.callbacks.Callback):
         reason = ""
         if not math.isfinite(loss):
             reason = f"the loss became {loss} at step {self.step}"
-        elif scale is None and not bool(self._finite.numpy()):
+        elif scale is None and self._finite is not None and not bool(self._finite.numpy()):
             reason = f"the gradients became non-finite at step {self.step}"
         elif scale is not None and scale < 1:
             reason = f"the loss scale collapsed to {scale:g} at step {self.step}"
@@ -223,13 +233,9 @@ def gradient_norms(model: Any, data: tuple[Any, Any]) -> dict[str, float]:
     scale = 1.0
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
         scale = scalar(optimizer.dynamic_scale)
-    with tf.GradientTape() as tape:
-        y_pred = model(x, training=True)
-        loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
-        scaled = tf.cast(loss, tf.float32) * scale
-    grads = tape.gradient(scaled, variables)
+    _, grads = current().gradients(model, x, y, scale)
     by_variable = {
-        id(v): float(tf.linalg.global_norm([g])) / scale
+        id(v): float(np.sqrt(np.sum(np.square(g)))) / scale
         for v, g in zip(variables, grads, strict=True)
         if g is not None
     }
@@ -257,31 +263,37 @@ def probe(model: Any, data: tuple[Any, Any]) -> list[dict[str, Any]]:
 
         def call(*args: Any, _id: str = record.id, _call: Any = original, **kwargs: Any) -> Any:
             out = _call(*args, **kwargs)
-            if tf.is_tensor(out) and out.dtype.is_floating:
+            if keras.ops.is_tensor(out) and "float" in keras.backend.standardize_dtype(out.dtype):
                 outputs[_id] = out
             return out
 
         layer.call = call
         patched.append((layer, record))
+    tf = _tensorflow_backend()
     try:
-        with tf.GradientTape() as tape:
-            y_pred = model(x, training=True)
-            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
-        ids = list(outputs)
-        grads = tape.gradient(loss, [outputs[i] for i in ids])
+        if tf is not None:
+            with tf.GradientTape() as tape:
+                y_pred = model(x, training=True)
+                loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
+            ids = list(outputs)
+            grads = tape.gradient(loss, [outputs[i] for i in ids])
+        else:  # activations only: an output's gradient needs TensorFlow's tape
+            model(x, training=True)
+            ids = list(outputs)
+            grads = [None] * len(ids)
     finally:
         for layer, _ in patched:
             del layer.call
     rows = []
     classes = {record.id: type(layer).__name__ for layer, record in patched}
     for layer_id, grad in zip(ids, grads, strict=True):
-        act = np.abs(np.asarray(tf.cast(outputs[layer_id], tf.float32)))
-        g = np.abs(np.asarray(tf.cast(grad, tf.float32))) if grad is not None else None
+        act = np.abs(_float32(outputs[layer_id]))
+        g = np.abs(_float32(grad)) if grad is not None else None
         nonzero = g[(g > 0) & np.isfinite(g)] if g is not None else np.array([])
         row = {
             "layer": layer_id,
             "class": classes[layer_id],
-            "dtype": outputs[layer_id].dtype.name,
+            "dtype": keras.backend.standardize_dtype(outputs[layer_id].dtype),
             "max_activation": float(np.max(act, initial=0.0, where=np.isfinite(act))),
             "max_gradient": float(np.max(g, initial=0.0, where=np.isfinite(g)))
             if g is not None
@@ -295,6 +307,16 @@ def probe(model: Any, data: tuple[Any, Any]) -> list[dict[str, Any]]:
         row["problem"] = _problem(row)
         rows.append(row)
     return rows
+
+
+def _tensorflow_backend() -> Any | None:
+    """TensorFlow when Keras trains on it, else ``None``."""
+    backend = current()
+    return backend.module if backend.name == "tensorflow" else None
+
+
+def _float32(tensor: Any) -> Any:
+    return np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32")))
 
 
 def _problem(row: dict[str, Any]) -> str:

@@ -126,7 +126,12 @@ def export_saved_model(model: Any, path: Path) -> Path:
         def call(*args: Any) -> list[Any]:
             inputs = keras.tree.pack_sequence_as(graph._inputs_struct, list(args))
             outputs = keras.tree.flatten(model(inputs, training=False))
-            return [tf.cast(y, tf.float32) if y.dtype.is_floating else y for y in outputs]
+            return [
+                keras.ops.cast(y, "float32")
+                if "float" in keras.backend.standardize_dtype(y.dtype)
+                else y
+                for y in outputs
+            ]
 
         def serve(*args: Any) -> Any:  # Keras's own endpoint: what model.export writes
             outputs = call(*args)
