@@ -13,7 +13,7 @@ from precsearch.model_file import load_model_file
 from precsearch.records import Budget, TrialResult
 
 # Trials here test numerics: they train to the end even where this CPU makes them slow.
-BUDGET = Budget(steps=30, warmup=2, block=5, stop_slow=False)
+BUDGET = Budget(steps=30, warmup=2, block=5, stop_slow=False, ref_seeds=3)
 TICK = 1 / 32  # seconds each timed call takes on the even clock (exact in binary)
 
 

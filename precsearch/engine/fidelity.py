@@ -2,33 +2,36 @@
 it take to reach FP32's quality.
 
 Definitions (also in the README):
-
 * **Figures**: the training loss smoothed over the last quarter of the budget (the mean
   of the points with ``0.75 * budget < samples <= budget``); with validation data, the
   validation loss and the first compiled metric after the budget's samples.
-* **The noise**: FP32 runs of the user's training from the same initial weights with
-  data-order seeds 1..n; the candidate trains with seed 0, which is none of them, so it
-  is judged as one more draw held out from the runs that measure the noise. For each
-  figure the unit is the one-sided prediction bound of one more FP32 run above the
-  runs' mean, ``t(1 - alpha/k, n - 1) * sd * sqrt(1 + 1/n)`` (``k`` figures judge;
-  Bonferroni), at least a floor: for a loss, ``floor`` (2%) of how much FP32's figure
-  fell over the budget (the learning signal, not the loss's level); for a metric in
-  [0, 1], ``metric_floor`` (half a point).
-* **Gap**: per figure, how far the candidate is from the runs' mean *in the worse
-  direction*, in units; negative when it trains better. The fidelity gap is the largest
-  over the figures that can judge, feasible when ≤ ``tolerance`` (1: FP32 itself, as a
-  candidate, is called infeasible about ``alpha`` of the time when its figures vary
-  normally; the FP32 baseline trial is exactly that test).
-* **What cannot judge** (:func:`assess`): a figure that FP32 does not move from its value
-  at initialisation beyond the noise in its better direction (a validation accuracy at
-  chance, or one that drifts between chance values as the predicted class changes), a
-  training loss that barely falls, or one that saturates (every FP32 run near 0 over the
-  last quarter). It is left out and said; when none can judge, the study refuses to start.
-* **Time to quality**: the samples a run needs until its smoothed loss (trailing mean
-  over a quarter of the budget) first reaches the loss every FP32 run reached (the
-  worst run's final smoothed loss: MLPerf's quality target), interpolated; over its
-  samples/s. A candidate trains on up to 1.5x the budget for it.
-* **Feasible**: finite loss throughout, loss scale never below 1, at most
+* **The noise**: ``n`` FP32 runs of the user's training from the same initial weights with
+  data-order seeds 1..n (``budget.ref_seeds``, 8). A noise unit is the standard deviation
+  of a figure between them.
+* **The candidate's runs**: its timed run on data-order seed 0 (the seed of its FP32 twin)
+  and ``m - 1`` untimed runs on seeds of its own (:func:`precsearch.engine.references.
+  candidate_seeds`, 3 runs): no seed is shared with the noise runs, and no two policies
+  share their own seeds, so that candidates of equal quality do not fail or pass together
+  on one unlucky draw (FP32 itself, judged on seed 0 alone, read 1.13 on digits_cnn).
+* **The test** (:func:`stated_rates`): per figure, one-sided, the difference of the means
+  (the candidate's ``m`` runs minus the FP32 runs', in the worse direction) against the
+  bar ``t(1 - alpha/k, n - 1) * sd * sqrt(1/m + 1/n)`` (``k`` figures judge; Bonferroni),
+  at least a floor: for a loss, ``floor`` (2%) of how much FP32's figure fell over the
+  budget; for a metric in [0, 1], ``metric_floor`` (half a point). FP32 judged as a
+  candidate on held-out seeds is called worse at most ``alpha`` of the time; with n = 8,
+  m = 3 and one figure, a candidate 2 noise units worse is caught 84% of the time
+  (``tests/test_fidelity.py``, ``benchmarks/results/fidelity.md``); one candidate run
+  never reaches 80%: ``Phi(2 - 1.645)`` = 64% against endless FP32 runs.
+* **Gap**: per figure, the difference over the bar (negative: better, never a failure);
+  the largest over the figures that judge, feasible when ≤ ``tolerance`` (1: the test).
+* **What cannot judge** (:func:`assess`): a figure that FP32 does not move beyond the
+  noise in its better direction (an accuracy at chance), or a training loss that
+  saturates: left out and said; when none can judge, the study refuses to start.
+* **Time to quality**: the samples until the smoothed loss (trailing mean over a quarter
+  of the budget) reaches the worst FP32 run's final one (MLPerf's quality target), over
+  samples/s; a candidate trains on up to 1.5x the budget for it. Its 95% interval: see
+  :func:`time_to_quality`.
+* **Feasible**: finite loss on every run, loss scale never below 1, at most
   ``max_skipped`` of the steps skipped for overflow, gap ≤ ``tolerance``.
 """
 
@@ -53,11 +56,13 @@ __all__ = [
     "precision_gap",
     "quality_target",
     "smoothed",
+    "stated_rates",
     "time_to_quality",
     "window_mean",
 ]
 
 TTQ_REACH = 1.5  # a candidate trains on up to this many budgets to reach FP32's quality
+POWER_SHIFT = 2.0  # the power is stated for a candidate this many noise units worse
 _SATURATED = 1e-3  # a loss below this share of its initial value has nothing left to show
 _LOWER_BETTER = ("loss", "error", "mae", "mse", "crossentropy", "hinge", "divergence",
                  "poisson", "logcosh")  # fmt: skip
@@ -93,9 +98,7 @@ def window_mean(samples: Sequence[int], losses: Sequence[float], end: int) -> fl
 def smoothed(samples: Sequence[int], losses: Sequence[float], width: float) -> list[float]:
     """The trailing mean of the loss over ``width`` samples at each point (``nan``
     before a full window; ``inf`` where the window holds a non-finite loss)."""
-    out = []
-    start = 0
-    total, bad = 0.0, 0
+    out, start, total, bad = [], 0, 0.0, 0
     for i, (s, loss) in enumerate(zip(samples, losses, strict=False)):
         if loss is None or not math.isfinite(loss):
             bad += 1
@@ -141,7 +144,7 @@ def _tail(result: TrialResult, end: int) -> float:
 
 
 def _finite(values: Sequence[float | None]) -> list[float]:
-    return [v for v in values if v is not None and math.isfinite(v)]
+    return [v for v in values if v is not None and math.isfinite(v)]  # JSON's null: None
 
 
 def _figures(reference: Reference) -> dict[str, dict[str, Any]]:
@@ -160,30 +163,43 @@ def _figures(reference: Reference) -> dict[str, dict[str, Any]]:
     }  # fmt: skip
 
 
-def _unit(finals: list[float], signal: float, bounded: bool, k: int, fidelity: Fidelity) -> float:
-    """The noise unit of one figure (see the module doc)."""
+def _bar(finals: list[float], signal: float, bounded: bool, k: int, m: int,
+         fidelity: Fidelity) -> float:  # fmt: skip
+    """How far the mean of ``m`` candidate runs may be worse than the FP32 runs' mean on
+    one figure (see the module doc)."""
     import numpy as np
     from scipy import stats
 
     n = len(finals)
     sd = float(np.std(finals, ddof=1)) if n >= 2 else 0.0
     t = float(stats.t.ppf(1 - fidelity.alpha / k, n - 1)) if n >= 2 else math.inf
-    bound = t * sd * math.sqrt(1 + 1 / n) if sd > 0 else 0.0
+    bound = t * sd * math.sqrt(1 / m + 1 / n) if sd > 0 else 0.0
     floor = fidelity.metric_floor if bounded else fidelity.floor * abs(signal)
     return max(bound, floor, 1e-12)
+
+
+def stated_rates(n: int, m: int, k: int, alpha: float, shift: float = POWER_SHIFT) -> dict:
+    """The test's rates for ``n`` FP32 runs, ``m`` candidate runs and ``k`` judging
+    figures, normal noise: ``false_rejection`` (FP32 as a candidate called worse: at most
+    ``alpha``, exact for one figure) and ``power`` (a candidate ``shift`` noise units
+    worse on one figure caught: the noncentral t); both lower where a floor sets the bar."""
+    from scipy import stats
+
+    crit = float(stats.t.ppf(1 - alpha / max(k, 1), n - 1)) if n >= 2 else math.inf
+    power = float(stats.nct.sf(crit, n - 1, shift / math.sqrt(1 / m + 1 / n))) if n >= 2 else 0
+    return {"fp32_runs": n, "candidate_runs": m, "figures": k, "false_rejection": alpha,
+            "power": power, "shift_noise_units": shift}  # fmt: skip
 
 
 def assess(reference: Reference) -> dict[str, str]:
     """Which figures can judge a candidate at this budget: ``{figure: ""}`` for one that
     can, ``{figure: why not}`` for one that cannot (figures without data are absent).
 
-    A figure cannot judge when FP32 does not move it from its value at initialisation in
-    its better direction (a figure that gets worse as FP32 trains is no learning signal: a
-    validation accuracy at 10 steps falls from 0.121 to 0.103 on MobileNetV3Small as the
-    one class it predicts changes): the runs' mean is not beyond it by a one-sided 95%
-    t-test (``t(0.95, n - 1) * sd / sqrt(n)``) and by a floor (1% of the initial value;
-    half a point for a metric); a training loss also not when it saturates (every run's
-    smoothed loss below 1e-3 of its initial value).
+    Not when FP32 does not move it from its value at initialisation in its better
+    direction (a validation accuracy at 10 steps falls from 0.121 to 0.103 on
+    MobileNetV3Small as the one class it predicts changes) beyond a one-sided 95% t-test
+    and a floor (1% of the initial value; half a point for a metric); a training loss also
+    not when it saturates (every run's smoothed loss below 1e-3 of its initial value).
     """
     import numpy as np
     from scipy import stats
@@ -224,10 +240,21 @@ def judging_note(assessment: dict[str, str], steps: int) -> str:
         return ""
     can = [_figure_words(name) for name, why in assessment.items() if not why]
     judged = ", ".join(can) if can else "nothing"
-    return (
-        f"{'; '.join(cannot)}: judged on {judged} only; raise --steps above {steps} for the "
-        "rest to count"
-    )
+    rest = f"raise --steps above {steps} for the rest to count"
+    return f"{'; '.join(cannot)}: judged on {judged} only; {rest}"
+
+
+def _candidate_values(result: TrialResult, end: int) -> dict[str, list[float]]:
+    """Per figure, the candidate's value on each of its runs: seed 0 (timed) and its
+    own seeds (``numerics["runs"]``; a run that went non-finite counts as ``inf``)."""
+    runs = result.numerics.get("runs") or []
+    out = {"loss": [_tail(result, end)], "val_loss": [result.val.get("loss")],
+           "val_metric": [result.val.get("metric")]}  # fmt: skip
+    for run in runs:
+        bad = run.get("nonfinite_step") is not None
+        for name in out:
+            out[name].append(math.inf if bad else run.get(name))
+    return {name: [v for v in values if v is not None] for name, values in out.items()}
 
 
 def fidelity_gap(
@@ -236,23 +263,19 @@ def fidelity_gap(
     """The fidelity gap (the largest per-figure gap over the figures that can judge) and
     every figure's gap (see the module doc)."""
     judging = [name for name, why in assess(reference).items() if not why]
-    candidate_figures = {
-        "loss": _tail(result, reference.span()),
-        "val_loss": result.val.get("loss"),
-        "val_metric": result.val.get("metric"),
-    }
+    candidate_figures = _candidate_values(result, reference.span())
     gaps: dict[str, float] = {}
     for name, fig in _figures(reference).items():
-        finals, value = _finite(fig["finals"]), candidate_figures[name]
-        if name not in judging or value is None or not finals:
+        finals, values = _finite(fig["finals"]), candidate_figures[name]
+        if name not in judging or not values or not finals:
             continue
-        if not math.isfinite(value):
+        if not all(math.isfinite(v) for v in values):
             gaps[name] = math.inf
             continue
         mean = sum(finals) / len(finals)
         signal = (fig["initial"] - mean) if fig["initial"] is not None else 0.0
-        unit = _unit(finals, signal, fig["bounded"], len(judging), fidelity)
-        gaps[name] = fig["sign"] * (value - mean) / unit
+        bar = _bar(finals, signal, fig["bounded"], len(judging), len(values), fidelity)
+        gaps[name] = fig["sign"] * (sum(values) / len(values) - mean) / bar
     return (max(gaps.values()) if gaps else math.inf), gaps
 
 
@@ -260,46 +283,45 @@ def precision_gap(
     result: TrialResult, fp32_twin: Reference, reference: Reference, fidelity: Fidelity
 ) -> float | None:
     """The candidate's training loss against FP32's at its own batch size and XLA setting
-    (``fp32_twin``: one run, seed 0, as the candidate), in the user's noise units: what
-    precision alone changes (positive: worse)."""
+    (``fp32_twin``: one run, seed 0, as the candidate's timed run), over the bar of one
+    run against the user's FP32 runs: what precision alone changes (positive: worse)."""
     finals = _finite(_tails(reference))
     here, there = _tail(result, reference.span()), _tails(fp32_twin)[0]
     if len(finals) < 2 or not (math.isfinite(here) and math.isfinite(there)):
         return None
     fig = _figures(reference)["loss"]
     signal = (fig["initial"] or 0.0) - sum(finals) / len(finals)
-    return (here - there) / _unit(finals, signal, False, 1, fidelity)
+    return (here - there) / _bar(finals, signal, False, 1, 1, fidelity)
 
 
 def quality_target(reference: Reference) -> float | None:
-    """The loss every FP32 run reached: the worst run's final smoothed loss (``None``
-    when no run ended finite)."""
+    """The worst FP32 run's final smoothed loss (``None`` when none ended finite)."""
     finals = _finite(_tails(reference))
     return max(finals) if finals else None
 
 
 def judge_twin(fp32_twin: Reference, reference: Reference, fidelity: Fidelity) -> dict[str, Any]:
-    """A candidate's FP32 twin (one run with the candidate's data order) judged
-    against the user's FP32 training like a candidate: ``{status, reason,
-    fidelity_gap}``."""
-    twin = TrialResult(
-        policy={},
-        curve={"samples": fp32_twin.samples(), "loss": fp32_twin.curves[0]},
-        val={"loss": fp32_twin.val_loss[0], "metric": fp32_twin.val_metric[0]},
-    )
+    """A candidate's FP32 twin (one run, seed 0) judged against the user's FP32 training
+    like a candidate of one run: ``{status, reason, fidelity_gap}``."""
+    curve = {"samples": fp32_twin.samples(), "loss": fp32_twin.curves[0]}
+    val = {"loss": fp32_twin.val_loss[0], "metric": fp32_twin.val_metric[0]}
+    twin = TrialResult(policy={}, curve=curve, val=val)
     status, reason, gap, _ = judge(twin, reference, fidelity)
     return {"status": status, "reason": reason, "fidelity_gap": gap if math.isfinite(gap) else None}
 
 
 def time_to_quality(result: TrialResult, reference: Reference) -> dict[str, Any]:
-    """How long the candidate takes to reach the loss every FP32 run reached, against
-    FP32's own time (see the module doc).
+    """FP32's time to the loss every FP32 run reached over the candidate's, with a 95%
+    interval: the candidate's crossing taken as one more draw of FP32's crossings (a t
+    prediction interval on their logs), widened by the speedup's own interval.
 
     Returns:
-        ``{target_loss, fp32_samples, samples, speedup, outcome}``; ``outcome`` is
-        ``"reached"``, ``"not reached within 1.5x the budget"`` or ``"not measured"``
-        (no timed blocks, or no finite FP32 runs).
-    """
+        ``{target_loss, fp32_samples, samples, speedup, speedup_low, speedup_high,
+        outcome}``; ``outcome``: ``"reached"``, ``"not reached within 1.5x the budget"``
+        or ``"not measured"`` (no timed blocks, or no finite FP32 runs)."""
+    import numpy as np
+    from scipy import stats
+
     target = quality_target(reference)
     if target is None or result.fp32 is None or result.candidate is None:
         return {"outcome": "not measured"}
@@ -310,7 +332,7 @@ def time_to_quality(result: TrialResult, reference: Reference) -> dict[str, Any]
         for curve in reference.curves
         if len(curve) == len(ref_samples)
     ]
-    fp32_samples = sorted(s for s in fp32 if s is not None)
+    fp32_samples = sorted(s for s in fp32 if s is not None and s > 0)
     reach = TTQ_REACH * reference.span()
     samples = [s for s in result.curve.get("samples", []) if s <= reach]
     losses = result.curve["loss"][: len(samples)]
@@ -323,7 +345,15 @@ def time_to_quality(result: TrialResult, reference: Reference) -> dict[str, Any]
     out["outcome"] = "reached"
     if out["fp32_samples"]:
         fp32_time = out["fp32_samples"] / result.fp32.samples_per_s
-        out["speedup"] = fp32_time / (mine / result.candidate.samples_per_s)
+        out["speedup"] = speedup = fp32_time / (mine / result.candidate.samples_per_s)
+        n, logs = len(fp32_samples), np.log(fp32_samples)
+        spread = float(np.std(logs, ddof=1)) * math.sqrt(1 + 1 / n) if n >= 2 else math.inf
+        half = float(stats.t.ppf(0.975, n - 1)) * spread if n >= 2 else math.inf
+        ratios = result.block_ratios
+        if ratios.get("low") and ratios.get("high"):  # the speed's own interval beside it
+            half = math.hypot(half, math.log(ratios["high"] / ratios["low"]) / 2)
+        out["speedup_low"] = speedup * math.exp(-half)
+        out["speedup_high"] = speedup * math.exp(half)
     return out
 
 
@@ -331,10 +361,13 @@ def judge(
     result: TrialResult, reference: Reference, fidelity: Fidelity
 ) -> tuple[str, str, float, dict[str, float]]:
     """Status (``ok`` or ``infeasible``), reason, gap and per-figure gaps of a trial that
-    ran to the end."""
+    ran to the end; "trains worse than FP32" only where the test says so."""
     numerics = result.numerics
     if numerics.get("nonfinite_step") is not None:
         return "infeasible", f"non-finite loss at step {numerics['nonfinite_step']}", math.inf, {}
+    for run in [r for r in numerics.get("runs") or [] if r.get("nonfinite_step") is not None]:
+        where = f"step {run['nonfinite_step']} of its run on data-order seed {run['seed']}"
+        return "infeasible", f"non-finite loss at {where}", math.inf, {}
     min_scale = numerics.get("min_loss_scale")
     if min_scale is not None and min_scale < 1:
         return "infeasible", f"loss scale collapsed to {min_scale:g}", math.inf, {}
@@ -350,8 +383,9 @@ def judge(
             batch != reference.batch_size) else ""  # fmt: skip
         return (
             "infeasible",
-            f"trains worse than FP32{where}: {what} {gaps[worst]:.2f} noise units worse "
-            f"after {reference.span()} samples (tolerance {fidelity.tolerance:g})",
+            f"trains worse than FP32{where}: {what} {gaps[worst]:.2f}x the test's bar "
+            f"after {reference.span()} samples (one-sided, {fidelity.alpha:.0%} false "
+            f"rejections; tolerance {fidelity.tolerance:g})",
             gap,
             gaps,
         )
@@ -360,7 +394,7 @@ def judge(
 
 def better_note(gaps: dict[str, float]) -> str:
     """What a feasible candidate does better than FP32 beyond the noise, in words ("" if
-    nothing): ``trains better than FP32: training loss 1.8 noise units below FP32's``."""
-    parts = [f"{_figure_words(name)} {-g:.1f} noise units better than FP32's"
+    nothing): ``trains better than FP32: training loss 1.8x the test's bar better...``."""
+    parts = [f"{_figure_words(name)} {-g:.1f}x the test's bar better than FP32's"
              for name, g in gaps.items() if g < -1]  # fmt: skip
     return "trains better than FP32: " + ", ".join(parts) if parts else ""

@@ -1,13 +1,14 @@
 """FP32 reference runs: the band of FP32 training that candidates are judged against.
 
 The user's own training (their batch size, XLA setting and steps per call) is trained in
-FP32 from the initial weights once per data-order seed 1..n (n at least 3) for the
-budget's samples; the spread between seeds is the noise of
-:mod:`precsearch.engine.fidelity`. Candidates train with seed 0, which none of these
-runs uses, so that each is judged as a draw held out from the runs that measure the
-noise. A single run with seed 0 at a candidate's batch size and XLA setting is its FP32
-twin: what precision alone changes (an FP32 candidate's own training is its twin, kept
-for later candidates at its batch size). One traced model serves every seed (its weights
+FP32 from the initial weights once per data-order seed 1..n (``budget.ref_seeds``) for
+the budget's samples; the spread between seeds is the noise of
+:mod:`precsearch.engine.fidelity`. Candidates train with seed 0 and seeds of their own
+(:func:`candidate_seeds`, :func:`runs_on_own_seeds`), none of which these runs use: each
+candidate is judged as draws held out from the runs that measure the noise. A single run
+with seed 0 at a candidate's batch size and XLA setting is its FP32 twin: what precision
+alone changes (an FP32 candidate's own training is its twin, kept for later candidates
+at its batch size). One traced model serves every seed (its weights
 and optimizer state are restored between runs), the validation figures at the initial
 weights are measured once, and the runs are cached in memory and, with a work folder,
 in a JSON file per model fingerprint, batch size, LR rule, step count and seeds, written
@@ -22,6 +23,7 @@ import math
 import os
 import time
 import warnings
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,13 +34,56 @@ from precsearch.files import write_text_atomic
 from precsearch.policy import Policy
 from precsearch.records import Budget, Reference
 
-__all__ = ["References", "noise_seeds"]
+__all__ = ["CANDIDATE_RUNS", "References", "candidate_seeds", "noise_seeds", "runs_on_own_seeds"]
+
+CANDIDATE_RUNS = 3  # a candidate's runs judged against FP32's (engine/fidelity: the power)
 
 
 def noise_seeds(budget: Budget) -> tuple[int, ...]:
     """The data-order seeds of the runs that measure FP32's noise: 1 to
     ``budget.ref_seeds`` (a candidate's own seed, 0, is held out)."""
     return tuple(range(1, budget.ref_seeds + 1))
+
+
+def candidate_seeds(policy: Policy) -> tuple[int, ...]:
+    """A candidate's data-order seeds: 0 (its timed run, its FP32 twin's seed) and
+    ``CANDIDATE_RUNS - 1`` of its own, from its policy, above any noise run's, so that
+    no two policies share them (candidates of equal quality then do not fail or pass
+    together on one draw) while a policy tried again gets the same ones."""
+    text = json.dumps(policy.to_dict(), sort_keys=True)
+    first = 10_000 + zlib.crc32(text.encode()) % 1_000_000 * CANDIDATE_RUNS
+    return (0, *range(first, first + CANDIDATE_RUNS - 1))
+
+
+def runs_on_own_seeds(
+    problem: Problem,
+    model: Any,
+    start: list[Any],
+    calls: int,
+    policy: Policy,
+    context: Callable[[], Any],
+) -> list[dict[str, Any]]:
+    """A candidate's traced ``model`` trained again from the initial weights (optimizer
+    state ``start``) for ``calls`` calls on each of its own data-order seeds, untimed:
+    per run ``{seed, loss, val_loss, val_metric, nonfinite_step}``, ``loss`` its smoothed
+    final training loss (:func:`precsearch.engine.fidelity.window_mean`)."""
+    from precsearch.engine.fidelity import window_mean
+
+    batch_size = policy.batch_size or problem.batch_size
+    per_call, runs = batch_size * problem.steps_per_execution, []
+    for seed in candidate_seeds(policy)[1:]:
+        problem.restore(model, start)
+        iterator, losses = problem.iterator(batch_size, seed=seed), []
+        while len(losses) < calls and (not losses or math.isfinite(losses[-1])):
+            with context():
+                losses.append(step(model, iterator)[1])
+        samples = [per_call * (i + 1) for i in range(len(losses))]
+        val = problem.evaluate(model, batch_size)
+        bad = next((i + 1 for i, loss in enumerate(losses) if not math.isfinite(loss)), None)
+        runs.append({"seed": seed, "loss": window_mean(samples, losses, per_call * calls),
+                     "val_loss": val.get("loss"), "val_metric": val.get("metric"),
+                     "nonfinite_step": bad})  # fmt: skip
+    return runs
 
 
 class References:

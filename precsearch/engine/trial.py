@@ -21,11 +21,10 @@ their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
    ``budget.max_blocks``;
 4. trains on to the budget's samples, evaluating validation data there, and on up to
    1.5x the budget while its smoothed loss has not reached FP32's quality target;
-5. judges it against the FP32 runs *at equal samples* (:func:`precsearch.engine.fidelity.judge`:
-   one-sided, worse beyond the noise), with the time each side needs to reach FP32's
-   quality and, when the batch size or XLA differ, what precision alone changes (its
-   FP32 twin, judged too: trained only now, so that a trial stopped before this point
-   costs no FP32 run at its batch size);
+5. trains it again on its own data-order seeds (untimed) and judges its runs against the
+   FP32 runs *at equal samples* (:func:`precsearch.engine.fidelity.judge`), with the time
+   each side needs to reach FP32's quality and, when the batch size or XLA differ, what
+   precision alone changes (its FP32 twin, trained only now);
 6. after training, outside the timed steps, records the gradient's norm on one batch
    (global and per layer), for TensorBoard.
 """
@@ -48,11 +47,13 @@ from precsearch.engine.fidelity import (
     precision_gap,
     quality_target,
     smoothed,
+    stated_rates,
     time_to_quality,
 )
 from precsearch.engine.instrument import Interleaved, block_steps, interleave, step, step_stats
 from precsearch.engine.memory import PeakMemory
 from precsearch.engine.problem import Problem
+from precsearch.engine.references import runs_on_own_seeds
 from precsearch.policy import Policy
 from precsearch.policy.layers import scalar
 from precsearch.records import Budget, Fidelity, Reference, TrialResult
@@ -115,6 +116,7 @@ class _Candidate:
         self.problem, self.clock, self.context = problem, setup.clock, setup.context
         self.batch_size = policy.batch_size or problem.batch_size
         self.model = (setup.build or problem.model_for)(policy, seed=0)
+        self.start = [v.numpy() for v in self.model.optimizer.variables]  # for its own seeds
         self.iterator = problem.iterator(self.batch_size, seed=0)
         self.per_call = self.batch_size * problem.steps_per_execution
         self.end = setup.reference.span()
@@ -156,10 +158,8 @@ class _Candidate:
         return [self.per_call * (i + 1) for i in range(len(self.losses))]
 
     def record(self, result: TrialResult) -> None:
-        """Write what was trained into ``result``: the curve, validation, numerics.
-
-        What is judged: the budget, and up to 1.5x it for the time to quality (timed
-        blocks of a fast model can train far past both)."""
+        """Write what was trained into ``result``: the curve, validation, numerics; up
+        to 1.5x the budget, for the time to quality (timed blocks train far past it)."""
         kept = sum(1 for s in self.samples() if s <= TTQ_REACH * self.end) or len(self.losses)
         result.curve = {"batch_size": self.batch_size, "samples": self.samples()[:kept],
                         "loss": self.losses[:kept]}  # fmt: skip
@@ -301,7 +301,15 @@ def _judge(result: TrialResult, candidate: _Candidate, policy: Policy, setup: Tr
     """Judge a candidate that trained to the end against the user's FP32 runs, with its
     time to quality and, when it has one, against its FP32 twin (trained only now)."""
     reference, fidelity, timings = setup.reference, setup.fidelity, result.timings
+    t0, problem = time.perf_counter(), setup.problem
+    calls = setup.budget.calls(candidate.per_call, problem.batch_size, timed=False)
+    result.numerics["runs"] = runs = runs_on_own_seeds(
+        problem, candidate.model, candidate.start, calls, policy, candidate.context)  # fmt: skip
+    timings["total"] += (own_seeds_s := time.perf_counter() - t0)
+    timings["own_seeds"] = own_seeds_s
     status, reason, gap, gaps = judge(result, reference, fidelity)
+    result.numerics["test"] = stated_rates(len(reference.curves), 1 + len(runs), len(gaps),
+                                           fidelity.alpha)  # fmt: skip
     result.status, result.reason = status, reason or better_note(gaps)
     result.fidelity_gap = gap if math.isfinite(gap) else None
     result.numerics["gaps"] = gaps
@@ -310,7 +318,6 @@ def _judge(result: TrialResult, candidate: _Candidate, policy: Policy, setup: Tr
     if setup.fp32_twin is None:
         return
     t0 = time.perf_counter()
-    calls = setup.budget.calls(candidate.per_call, setup.problem.batch_size, timed=False)
     fp32_run = None
     if not (_low(policy) or setup.build):
         fp32_run = _as_fp32_run(candidate, policy, reference, calls)

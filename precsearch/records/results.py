@@ -37,7 +37,8 @@ class Budget:
             candidate training on past the budget where its blocks need the calls.
         max_blocks: Most pairs of blocks per trial, fewer once the speedup is known to
             ±3% (the candidate trains on, untimed, after that); ``None``: no limit.
-        ref_seeds: FP32 reference runs (data-order seeds) per batch size, at least 3.
+        ref_seeds: FP32 reference runs (data-order seeds) per batch size, at least 3;
+            8 give the quality test its power (:mod:`precsearch.engine.fidelity`).
         watchdog: Stop when the first step after tracing costs more than this many
             times the FP32 step (per sample).
         stop_slow: Stop a trial once three pairs of blocks show it confidently slower
@@ -54,7 +55,7 @@ class Budget:
     warmup: int = 3
     block: int = 5
     max_blocks: int | None = 8
-    ref_seeds: int = 3
+    ref_seeds: int = 8
     watchdog: float = 5.0
     stop_slow: bool = True
     stop_below: float = 1.0
