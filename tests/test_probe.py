@@ -299,3 +299,34 @@ def test_the_probe_command_prints_each_group(tmp_path):
     # By layer class (the default): the MLP's hidden Dense layers are one group.
     assert len(lines) == 3 and lines[1].startswith("  Dense in bfloat16: ")
     assert lines[2].startswith("  XLA: ") and "the same dtypes as FP32" in lines[2]
+
+
+@pytest.mark.slow
+def test_the_probes_record_and_say_each_classic_pitfall_of_a_group(tmp_path):
+    # tests/models/classic_pitfalls.py: one layer per pitfall (test_doctor.py's CLASSIC).
+    import io
+    from types import SimpleNamespace
+
+    from precsearch.study.probe import probe_study
+
+    by_layer = SpaceOptions(group_by="layer", dtypes=["float32", "float16"])
+    with InProcess(load_model_file(MODELS / "classic_pitfalls.py"), tmp_path) as executor:
+        # Only the dtypes: the determinant does not compile with XLA on a CPU.
+        space = SearchSpace(executor.model_info.to_dict(), by_layer, ["layer_dtypes"])
+        study = optuna.create_study(directions=["maximize", "minimize"])
+        progress = io.StringIO()
+        options = SimpleNamespace(probe_time=0.5, seed=0)
+        stored, _ = probe_study(study, executor, space, options, block=2, progress=progress)
+    blamed = {(line.split(" ")[0], line.split(" in ")[1].split(":")[0])
+              for line in stored["pitfalls"]}  # fmt: skip
+    assert blamed == {("naive_softmax", "float16"), ("standardize", "float16"),
+                      ("mean_by_sum", "float16"), ("gram_det", "float16")}  # fmt: skip
+    said = progress.getvalue().splitlines()
+    for line in stored["pitfalls"]:
+        assert f"  pitfall: {line}" in said
+    # Each probe records the pitfalls of its own group's layers, a broken one too.
+    entries = {**stored["probes"], **stored["broken"]}
+    for layer in ("naive_softmax", "standardize", "mean_by_sum", "gram_det"):
+        (line,) = entries[f"dtype:{layer}=float16"]["numerics"]["pitfalls"]
+        assert line.startswith(f"{layer} (")
+    assert "error" in entries["dtype:gram_det=float16"]["numerics"]

@@ -7,15 +7,19 @@ the policy's model and through FP32's, forward and backward. Per policy: the rel
 error of the loss and of the whole gradient (the vector of every trainable variable's
 gradient; under loss scaling the scaled loss is differentiated and unscaled, as the
 optimizer sees it), and the largest activation with the layer that holds it, against
-float16's limit (65504). Runs eagerly, outside any timed step; the speed half is the
-confirmation's own measuring (:mod:`precsearch.engine.measure`).
+float16's limit (65504); and the classic pitfalls of the layers the policy puts in a low
+dtype (:func:`precsearch.engine.layer_checks.layer_pitfalls`: found once per model and
+process, each layer alone), one line each. Runs eagerly, outside any timed step; the
+speed half is the confirmation's own measuring (:mod:`precsearch.engine.measure`).
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from precsearch.engine.guarded import classify
+from precsearch.engine.layer_checks import layer_pitfalls
 from precsearch.errors import UserInputError
 from precsearch.policy import Policy
 
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["batch_numerics"]
 
 PROBE_BATCH = 64
+# Each model's layer pitfalls, found once in this process (they do not depend on a policy).
+_PITFALLS: weakref.WeakKeyDictionary[Any, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
 
 
 def _loss_and_gradient(model: Any, x: Any, y: Any, seed: int) -> tuple[float, Any]:
@@ -75,7 +81,8 @@ def batch_numerics(
     ``problem`` (non-finite values, or activations near float16's limit: empty when
     none); for a policy whose batch raises, ``error`` (the reason, as a failed trial's)
     and ``detail`` instead: one policy that breaks is a finding about it, not a failure
-    of the others.
+    of the others; and for every policy ``pitfalls``, a line per classic pitfall of a
+    layer it puts in a low dtype.
 
     Args:
         problem: The model and data.
@@ -84,26 +91,38 @@ def batch_numerics(
     x, y = problem.first_batch(min(problem.batch_size, PROBE_BATCH))
     fp32_model = problem.model_for(problem.baseline(), seed=0)
     fp32 = _loss_and_gradient(fp32_model, x, y, seed=0)
+    if problem not in _PITFALLS:
+        _PITFALLS[problem] = layer_pitfalls(fp32_model, x)
     out = {}
     for label, given in configs:
+        model = None
         try:
-            out[label] = _against_fp32(problem, given, (x, y), fp32)
+            model = problem.model_for(problem.normalise(given), seed=0)
+            out[label] = _against_fp32(model, (x, y), fp32)
         except UserInputError:
             raise
         except Exception as exc:  # noqa: BLE001 - each policy is a trial of its own here
             reason, detail = classify(exc)
             out[label] = {"error": reason, "detail": detail[-1000:]}
+        out[label]["pitfalls"] = _pitfalls_in(model, _PITFALLS[problem])
     return out
 
 
-def _against_fp32(
-    problem: Problem, given: Policy, data: tuple[Any, Any], fp32: tuple[float, Any]
-) -> dict[str, Any]:
-    """One policy's numbers on the batch against FP32's (see :func:`batch_numerics`)."""
+def _pitfalls_in(model: Any, pitfalls: list[dict[str, Any]]) -> list[str]:
+    """The lines of ``pitfalls`` whose layer ``model`` computes in their dtype."""
+    from precsearch.policy.layers import iter_layers
+
+    layers = iter_layers(model) if model is not None else []
+    dtypes = {record.id: layer.dtype_policy.compute_dtype for record, layer in layers}
+    return [f["line"] for f in pitfalls if dtypes.get(f["layer"]) == f["dtype"]]
+
+
+def _against_fp32(model: Any, data: tuple[Any, Any], fp32: tuple[float, Any]) -> dict[str, Any]:
+    """One policy's model's numbers on the batch against FP32's (see
+    :func:`batch_numerics`)."""
     from precsearch.policy.numerics import probe
 
     x, y = data
-    model = problem.model_for(problem.normalise(given), seed=0)
     loss, grad = _loss_and_gradient(model, x, y, seed=0)
     rows = probe(model, (x, y))
     top = max(rows, key=lambda r: r["max_activation"], default=None)

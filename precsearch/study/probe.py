@@ -13,7 +13,10 @@ the group's boundaries included:
   is spent; a ratio per probe with its bootstrap interval;
 * **numerics**: one batch against FP32 from the same weights
   (:func:`precsearch.engine.batch_numerics.batch_numerics`): the loss's and the gradient's relative
-  error, the largest activation against float16's limit.
+  error, the largest activation against float16's limit, and the classic pitfalls of the
+  group's layers in that dtype (an overflow, an exp, square or sum overflowing inside a
+  layer, no kernel, far slower: ``pitfalls``, one line each, naming the layer; all of
+  them in the record's ``pitfalls`` and the progress output).
 
 Where the space offers XLA, one more probe times FP32 with the other XLA setting (XLA,
 for a user who trains without it), in the same rounds: compiling is what made every XLA
@@ -137,9 +140,11 @@ def run_probes(
             "speed": ratio_figures(measured.rates[label], measured.rates["fp32"]),
             "numerics": numbers.get(label, {}),
         }
+    said = [n.get("pitfalls") or [] for n in numbers.values()]
     return {
         "probes": entries,
         "broken": broken,
+        "pitfalls": sorted({line for lines in said for line in lines}),
         "rounds": len(measured.orders) if measured else 0,
         "seconds": time.perf_counter() - t0,
     }
@@ -173,6 +178,8 @@ def probe_study(
         )
         for line in probe_lines(record):
             print(f"  {line}", file=progress, flush=True)
+        for line in record.get("pitfalls") or []:
+            print(f"  pitfall: {line}", file=progress, flush=True)
         by_label = {label: params for label, _, _, params in probe_params(space)}
         # Each group alone before all of them together: the bisection starts small.
         for label in sorted(record.get("broken") or {}, key=lambda k: k.startswith(ALL)):

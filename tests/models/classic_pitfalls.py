@@ -4,7 +4,8 @@ sees the range it is meant to: a softmax written out with exp (inputs up to ~60)
 standardization by a standard deviation (inputs up to ~900: their squares overflow
 float16), a mean written as a sum over 16384 elements of magnitude 5-9, and a Gram
 determinant (no float16 or bfloat16 kernel on TensorFlow's CPUs). Each computes finite
-values in float32; the layers before them (Scale, Spread) are harmless."""
+values in float32; the layers before them (Scale, Spread) are harmless. Each has a weight
+of its own (a gain), as custom layers do, so that a search offers it a dtype."""
 
 import sys
 from pathlib import Path
@@ -39,25 +40,35 @@ class Spread(keras.layers.Layer):
         return ops.tile(ops.clip(ops.abs(x), 0.0, 4.0) + 5.0, [1, 2048])
 
 
-class NaiveSoftmax(keras.layers.Layer):
+class Gained(keras.layers.Layer):
+    """A layer with a weight of its own: ``gain * compute(x)``."""
+
+    def build(self, input_shape):
+        self.gain = self.add_weight(shape=(), initializer="ones", name="gain")
+
     def call(self, x):
+        return self.compute(x) * self.gain
+
+
+class NaiveSoftmax(Gained):
+    def compute(self, x):
         e = ops.exp(x)
         return e / ops.sum(e, axis=-1, keepdims=True)
 
 
-class Standardize(keras.layers.Layer):
-    def call(self, x):
+class Standardize(Gained):
+    def compute(self, x):
         return (x - ops.mean(x, axis=-1, keepdims=True)) / ops.std(x, axis=-1, keepdims=True)
 
 
-class MeanBySum(keras.layers.Layer):
-    def call(self, x):
+class MeanBySum(Gained):
+    def compute(self, x):
         total = ops.sum(x, axis=-1, keepdims=True)
         return total / ops.cast(ops.shape(x)[-1], x.dtype)
 
 
-class GramDeterminant(keras.layers.Layer):
-    def call(self, x):
+class GramDeterminant(Gained):
+    def compute(self, x):
         rows = ops.reshape(x, (-1, 2, 4))
         gram = ops.matmul(rows, ops.transpose(rows, (0, 2, 1))) + ops.eye(2, dtype=x.dtype)
         return ops.expand_dims(ops.linalg.det(gram), -1)
