@@ -343,19 +343,30 @@ def stop_bar(block_ratios: list[dict[str, Any]], alpha: float = BAR_ALPHA) -> fl
     return max([1.0, *lows])
 
 
+def _enqueued_params(trial: Any) -> dict[str, Any]:
+    """The parameters a trial was enqueued with (a waiting trial has suggested none)."""
+    return trial.system_attrs.get("fixed_params", trial.params)
+
+
 def baseline_trial(study: Any, label: str) -> Any | None:
     """The trial enqueued as baseline ``label`` (``fp32``, ``global_bfloat16``; a label
     ending in ``_`` is a prefix: ``global_`` for the first global recipe).
 
     A trial whose worker died is retried and the retry carries the label, so there may
     be several: the first COMPLETE one with a result, else the first of any state (whose
-    reason says what happened to it); ``None`` when there is none.
+    reason says what happened to it); ``None`` when there is none. A label enqueued
+    again with other parameters (a later pin: the global recipe without every pinned
+    group) stands for its latest parameters (a retry is as old as its first try).
     """
-    found = []
+    found, latest = [], {}
     for trial in study.get_trials(deepcopy=False):
         name = baseline_of(trial)
         if name.startswith(label) if label.endswith("_") else name == label:
             found.append(trial)
+            first_try = (trial.system_attrs.get("retry_history") or [trial.number])[0]
+            if first_try >= latest.get(name, (-1, None))[0]:
+                latest[name] = (first_try, _enqueued_params(trial))
+    found = [t for t in found if _enqueued_params(t) == latest[baseline_of(t)][1]]
     done = [t for t in found if t.state.name == "COMPLETE" and has_result(t)]
     return (done or found or [None])[0]
 

@@ -9,7 +9,7 @@ import pytest
 from helpers import MODELS, run_cli
 
 from precsearch.pins import breaks, cause, pin_lines, pinned_reason
-from precsearch.study.pitfalls import localize
+from precsearch.study.pitfalls import localize, pin_failure
 
 FINE = {"loss_error": 0.01, "gradient_error": 0.02, "problem": ""}
 
@@ -144,3 +144,39 @@ def test_a_transformer_whose_embedding_breaks_in_bfloat16_is_searched_around_it(
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert "Kept float32" in shown.stdout and "out of the layer's range" in shown.stdout
     assert "Kept float32" in (folder / "report.html").read_text()
+
+
+class Recipes(Space):
+    """The space's global recipes too, as pin_failure enqueues them."""
+
+    dtypes = ["float32", "bfloat16"]
+
+    def baselines(self):
+        return [("fp32", dict.fromkeys(PARAMS, "float32") | {"x": 1}), ("global_bfloat16", PARAMS)]
+
+
+def test_a_later_pin_re_enqueues_the_recipe_once_with_all_pins_and_the_peer_is_the_latest():
+    import optuna
+
+    from precsearch.stored import baseline_of, baseline_trial
+
+    study = optuna.create_study()
+    said = []
+    pin_failure(study, OneBatch({"dtype:b"}), Recipes(), PARAMS, said.append)
+    first = {**PARAMS, "dtype:b": "float32"}
+    # The first recipe ran (trains like FP32, say) before a later trial found dtype:c.
+    trial = study.ask()
+    assert trial.params == {} and baseline_of(trial) == "except_pinned_bfloat16"
+    study.tell(trial, 1.0)
+    later = {**PARAMS, "dtype:a": "bfloat16", "dtype:b": "float32"}
+    pin_failure(study, OneBatch({"dtype:b"}, {"dtype:c"}), Recipes(), later, said.append)
+    pin_failure(study, OneBatch({"dtype:b"}, {"dtype:c"}), Recipes(), later, said.append)
+    enqueued = [t for t in study.trials if baseline_of(t) == "except_pinned_bfloat16"]
+    both = {**PARAMS, "dtype:b": "float32", "dtype:c": "float32"}
+    assert [t.system_attrs["fixed_params"] for t in enqueued] == [first, both]  # once each
+    assert [line for line in said if line.startswith("enqueued")] == [
+        "enqueued: the global bfloat16 recipe except b (kept float32)",
+        "enqueued: the global bfloat16 recipe except b, c (kept float32)",
+    ]
+    # The peer is the recipe with every pin, though the first one completed and it waits.
+    assert baseline_trial(study, "except_pinned_").number == enqueued[1].number
