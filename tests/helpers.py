@@ -49,15 +49,21 @@ def sign_data(n: int = 256, features: int = 8):
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 600, python: str | Path = sys.executable
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 600,
+    python: str | Path = sys.executable,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """``precsearch ARGS`` in a fresh process, as a user runs it (with ``python``)."""
+    """``precsearch ARGS`` in a fresh process, as a user runs it (with ``python``, in
+    ``env`` if given)."""
     return subprocess.run(
         [str(python), "-m", "precsearch", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=cwd,
+        env=env,
     )
 
 

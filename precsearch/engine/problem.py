@@ -242,7 +242,11 @@ class Problem:
             jit_compile=self.jit_compile,
             steps_per_execution=self.steps_per_execution,
             replicas=self.strategy.num_replicas_in_sync if self.strategy else 1,
-            versions={self.backend.name: self.backend.version(), "keras": self.keras.__version__},
+            versions={
+                "keras_backend": self.backend.name,
+                self.backend.name: self.backend.version(),
+                "keras": self.keras.__version__,
+            },
             gpus=self.backend.gpus(),
             dropped_compile_args=self.dropped_compile_args,
             optimizer=self._optimizer_name(),

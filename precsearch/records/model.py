@@ -95,7 +95,8 @@ class ModelInfo:
             resolved on this machine).
         steps_per_execution: The user's steps per train-function call.
         replicas: Data-parallel replicas every model trains on (``--strategy``).
-        versions: TensorFlow and Keras versions.
+        versions: Keras's backend (``keras_backend``: tensorflow, jax or torch), its
+            framework's version and Keras's.
         gpus: ``{name, compute_capability}`` per visible GPU.
         dropped_compile_args: The user's compile arguments precsearch does not keep
             (``run_eagerly``, also set on the model itself: steps are traced and timed

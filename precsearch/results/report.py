@@ -158,7 +158,7 @@ def assignments_summary(policy: Any, layers: list[dict[str, Any]]) -> list[str]:
 
 PHASES = (
     ("worker start", ("worker_start",)),
-    ("TensorFlow import", ("import",)),
+    ("framework import", ("import",)),  # TensorFlow, JAX or PyTorch: Keras's backend
     ("model set-up", ("setup",)),
     ("FP32 references", ("reference",)),
     ("build + compile", ("build",)),
