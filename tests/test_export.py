@@ -58,6 +58,8 @@ def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
     assert fidelity["gap"] <= fidelity["tolerance"] == 1.0  # feasible: within it
     # The A/A figure of the judge: FP32's twin judged as a candidate, a finite gap.
     assert math.isfinite(fidelity["fp32_as_a_candidate"])
+    # The quality test's stated rates: FP32 called worse at most 5%, and its power.
+    assert fidelity["test"]["false_rejection"] == 0.05 and 0 < fidelity["test"]["power"] < 1
     assert manifest["lr_rule"] == {"rule": "sqrt", "why": "square-root scaling for Adam, an "
                                    "adaptive optimizer"}  # fmt: skip
     assert manifest["baseline"] == {

@@ -149,7 +149,9 @@ def best_policy_with_manifest(study: Any) -> Policy:
             "fp32_as_a_candidate": fp32.fidelity_gap if fp32 else None,
             "judging": (fp32.numerics.get("judging") if fp32 else None) or "every figure",
             "noise": "FP32 runs with data-order seeds held out from the candidate's; a "
-            "figure is worse only beyond a one-sided 95% prediction bound of one more run",
+            "figure is worse only where a one-sided test of the candidate's runs says so",
+            # The test's rates: FP32 as a candidate called worse, a 2-unit-worse one caught.
+            "test": result.numerics.get("test", {}),
             "tolerance": study_record(study, "tolerance"),
         },
         "lr_rule": study_record(study, "lr_rule") or {"rule": policy.lr_rule},
