@@ -144,6 +144,11 @@ class Backend:
     def has_gpu(self) -> bool:
         return bool(self.gpus())
 
+    def compiled(self, fn: Any) -> Any:
+        """``fn`` compiled as the backend's train steps are (``tf.function``, ``jax.jit``;
+        PyTorch runs it eagerly, as Keras does unless ``jit_compile`` is set)."""
+        return self.module.function(fn)
+
     def sync(self) -> None:
         """Wait until the device has finished the work queued so far."""
         if self.has_gpu:
@@ -231,6 +236,9 @@ class Jax(Backend):
         self._last = (logs, state)
         return logs
 
+    def compiled(self, fn: Any) -> Any:
+        return self.module.jit(fn)
+
     def sync(self) -> None:
         last = getattr(self, "_last", None)
         if last is not None:
@@ -302,6 +310,9 @@ class Torch(Backend):
     def train_call(self, model: Any, batches: Iterator[Any]) -> dict[str, Any]:
         return model.train_function([next(batches)])
 
+    def compiled(self, fn: Any) -> Any:
+        return fn
+
     def sync(self) -> None:
         if self.has_gpu:
             self.module.cuda.synchronize()
@@ -364,7 +375,8 @@ def _numpy(tensor: Any) -> Any:
     import keras
     import numpy as np
 
-    return np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float64"))).ravel()
+    # To numpy first: JAX has no float64 unless enabled (it would truncate to float32).
+    return np.asarray(keras.ops.convert_to_numpy(tensor)).astype(np.float64).ravel()
 
 
 _BACKENDS = {"tensorflow": Backend, "jax": Jax, "torch": Torch}

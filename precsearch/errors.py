@@ -143,10 +143,18 @@ def causes(exc: BaseException) -> list[BaseException]:
 def is_resource_problem(exc: BaseException) -> bool:
     """Whether an exception means the machine ran out of something (memory), which is
     no fault of the user's input and must not be reported as one."""
-    return any(
-        isinstance(e, MemoryError) or type(e).__name__ == "ResourceExhaustedError"
-        for e in causes(exc)
-    )
+    return any(_out_of_memory(e) for e in causes(exc))
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Out of memory as each framework says it: Python's ``MemoryError``, TensorFlow's
+    ``ResourceExhaustedError``, PyTorch's ``OutOfMemoryError``, and JAX's (XLA's)
+    runtime error whose status is ``RESOURCE_EXHAUSTED``."""
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError) or name in ("ResourceExhaustedError", "OutOfMemoryError"):
+        return True
+    framework = name.endswith("RuntimeError") and name != "RuntimeError"  # XlaRuntimeError
+    return framework and str(exc).startswith("RESOURCE_EXHAUSTED")
 
 
 @contextlib.contextmanager

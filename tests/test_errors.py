@@ -58,3 +58,18 @@ def test_an_eager_ops_error_leaves_out_its_kernel_and_device():
     assert one_line(InvalidArgumentError(text)) == (
         "InvalidArgumentError: indices[0,11] = 2000 is not in [0, 2000) [Op:GatherV2]"
     )
+
+
+def test_running_out_of_memory_is_told_apart_on_every_backend():
+    from precsearch.errors import is_resource_problem
+
+    class OutOfMemoryError(RuntimeError):  # PyTorch's name
+        pass
+
+    class XlaRuntimeError(RuntimeError):  # JAX's
+        pass
+
+    assert is_resource_problem(OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))
+    assert is_resource_problem(XlaRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating"))
+    assert not is_resource_problem(XlaRuntimeError("INVALID_ARGUMENT: shapes differ"))
+    assert not is_resource_problem(RuntimeError("RESOURCE_EXHAUSTED in a user's own words"))

@@ -79,7 +79,7 @@ def test_five_trials_one_import_and_out_of_memory_is_a_failed_trial(tmp_path):
         results = [w.run_trial(Policy()) for _ in range(2)]
         oom = w.run_trial(BF16)
         results += [w.run_trial(Policy()) for _ in range(2)]
-        assert oom.status == "failed" and oom.reason == "out of memory"
+        assert oom.status == "failed" and oom.reason == "out of memory at batch 32"
         assert all(r.status == "ok" for r in results)
         pids = {r.numerics["worker_pid"] for r in [*results, oom] if "worker_pid" in r.numerics}
         assert pids == {w.pid} and w.started == 1

@@ -32,11 +32,14 @@ SETTINGS = {"full": (10, 30.0, 40.0), "quick": (2, 0.0, 1.0)}
 
 def _study(name: str, quick: bool, work: Path) -> dict:
     import precsearch
+    from precsearch.stats import instrument_percent
 
     trials, probe_time, confirm_time = SETTINGS["quick" if quick else "full"]
+    sizes = {} if not quick else {"batch_size": 32, "steps": 10}
     t0 = time.perf_counter()
     result = precsearch.search(
         str(HERE / f"{name}.py"),
+        **sizes,
         trials=trials,
         dtypes="float32,float16,bfloat16",
         probe_time=probe_time,
@@ -55,13 +58,13 @@ def _study(name: str, quick: bool, work: Path) -> dict:
     return {
         "model": name,
         "seconds": round(seconds, 1),
-        "trials": int(len(frame)),
+        "trials": int((frame["state"] != "WAITING").sum()),  # enqueued, never run: not counted
         "feasible": int((frame["status"] == "ok").sum()) if "status" in frame else 0,
         "answer": best.get("answer", ""),
         "speedup": speedup.get("estimate"),
         "low": speedup.get("low"),
         "high": speedup.get("high"),
-        "instrument_error": best.get("instrument_error"),
+        "instrument_error": instrument_percent(confirmation.null_vs_fp32) if confirmation else None,
         "verdict": confirmation.verdict if confirmation else "no confirmation",
         "hardware": manifest.get("hardware", {}),
         "versions": manifest.get("versions", {}),
@@ -102,7 +105,7 @@ def _page(rows: list[dict], quick: bool) -> str:
             if r.get("speedup")
             else "FP32 itself"
         )
-        error = f"±{(r['instrument_error'] - 1) * 100:.1f}%" if r.get("instrument_error") else "-"
+        error = f"±{r['instrument_error']:.1f}%" if r.get("instrument_error") else "-"
         lines.append(
             f"| {r['model']} | {r['trials']} ({r['feasible']}) | {r['answer']} | {ratio} |"
             f" {error} | {r['seconds']:.0f} |"

@@ -46,11 +46,6 @@ class SavedModel(Exporter):
     needs_model = True
 
     def export(self, winner: Winner, directory: Path) -> list[Path]:
-        from precsearch.backend import current, tensorflow_if_installed
-        from precsearch.policy.serving import export_saved_model
+        from precsearch.policy.serving import export_model
 
-        if current().name in ("tensorflow", "jax") and tensorflow_if_installed() is not None:
-            return [export_saved_model(winner.model, directory / "saved_model")]
-        path = directory / "model.keras"
-        winner.model.save(path)
-        return [path]
+        return [export_model(winner.model, directory)]

@@ -352,6 +352,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     for label, run in runs.items():
         if run.get("saved_model"):
             print(f"{label} SavedModel: {run['saved_model']}")
+        elif run.get("model.keras"):  # no SavedModel on this backend
+            print(f"{label} model.keras: {run['model.keras']}")
     if stopped:
         print("precsearch: error: " + "; ".join(stopped), file=sys.stderr)
         return 1

@@ -37,8 +37,8 @@ def _loss_and_gradient(model: Any, x: Any, y: Any, seed: int) -> tuple[float, An
     """The loss and the flat float64 gradient of one training batch (unscaled)."""
     import keras
     import numpy as np
-    import tensorflow as tf
 
+    from precsearch.backend import current
     from precsearch.policy.layers import scalar
 
     keras.utils.set_random_seed(seed)  # the same dropout masks on both sides
@@ -47,18 +47,12 @@ def _loss_and_gradient(model: Any, x: Any, y: Any, seed: int) -> tuple[float, An
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
         scale = scalar(optimizer.dynamic_scale)
     variables = model.trainable_variables
-    with tf.GradientTape() as tape:
-        y_pred = model(x, training=True)
-        loss = tf.cast(model.compute_loss(x=x, y=y, y_pred=y_pred, training=True), tf.float32)
-        scaled = loss * scale
-    grads = tape.gradient(scaled, variables)
+    loss, grads = current().gradients(model, x, y, scale)
     flat = [
-        np.zeros(int(np.prod(v.shape)))
-        if g is None
-        else np.asarray(tf.cast(tf.convert_to_tensor(g), tf.float64)).ravel() / scale
+        np.zeros(int(np.prod(v.shape))) if g is None else g / scale
         for v, g in zip(variables, grads, strict=True)
     ]
-    return float(loss), np.concatenate(flat) if flat else np.zeros(0)
+    return loss, np.concatenate(flat) if flat else np.zeros(0)
 
 
 def _relative(a: Any, b: Any) -> float | None:

@@ -36,27 +36,30 @@ from precsearch.policy.numerics import FLOAT16_MAX, FLOAT16_TINY, probe
 from precsearch.records import EXACT_INTEGERS, Budget
 
 if TYPE_CHECKING:
+    from precsearch.backend import Backend
     from precsearch.engine.problem import Problem
 
 __all__ = ["diagnose", "probe", "render"]
 
 
-def _benchmark(tf: Any, gpu: bool) -> dict[str, Any]:
-    """Seconds per n x n matmul in each dtype, timed interleaved: the second fastest of 15
+def _benchmark(backend: Backend, gpu: bool) -> dict[str, Any]:
+    """Seconds per n x n matmul in each dtype on Keras's backend, compiled as its train
+    steps are, timed interleaved until the device has finished: the second fastest of 15
     each (about the 7th percentile: index 1 of 0..14)."""
+    import keras
+
     n = 2048 if gpu else 512
     ops = {}
     for dtype in ("float32", "bfloat16", "float16"):
-        a = tf.random.normal((n, n), dtype=tf.float32)
-        a = tf.cast(a, dtype)
-        fn = tf.function(lambda a=a: tf.linalg.matmul(a, a))
-        fn()  # trace and warm up
-        ops[dtype] = fn
+        a = keras.ops.cast(keras.random.normal((n, n), seed=0), dtype)
+        fn = backend.compiled(lambda a: keras.ops.matmul(a, a))
+        keras.ops.convert_to_numpy(fn(a))  # trace and warm up
+        ops[dtype] = (fn, a)
     times: dict[str, list[float]] = {d: [] for d in ops}
     for _ in range(15):
-        for dtype, fn in ops.items():
+        for dtype, (fn, a) in ops.items():
             t0 = time.perf_counter()
-            _ = fn().numpy()
+            keras.ops.convert_to_numpy(fn(a))  # waits for the device, as .numpy() did
             times[dtype].append(time.perf_counter() - t0)
     second = {d: sorted(t)[1] for d, t in times.items()}
     return {
@@ -122,7 +125,6 @@ def diagnose(problem: Problem, budget: Budget | None = None) -> dict[str, Any]:
     """Every check of the module doc on one built :class:`~precsearch.engine.problem.Problem`;
     ``budget`` is the study's (default: the model file's ``steps``, else 120)."""
     budget = budget or Budget(steps=int(problem.spec.config.get("steps") or Budget().steps))
-    tf = problem.tf
     gpus = problem.info.gpus
     hardware = describe(gpus)
     capability = min((tuple(g.get("compute_capability") or (0, 0)) for g in gpus), default=None)
@@ -146,7 +148,7 @@ def diagnose(problem: Problem, budget: Budget | None = None) -> dict[str, Any]:
     return {
         "model": problem.spec.source,
         "hardware": hardware,
-        "matmul": _benchmark(tf, bool(gpus)),
+        "matmul": _benchmark(problem.backend, bool(gpus)),
         "not_float32": _softmax_and_output(model),
         "widths": _widths(model, outputs),
         "probe": probes,

@@ -21,15 +21,17 @@ if TYPE_CHECKING:
 __all__ = ["classify", "run_guarded"]
 
 
-def classify(exc: BaseException) -> tuple[str, str]:
-    """(reason, detail) for an exception raised by a trial.
+def classify(exc: BaseException, batch_size: int | None = None) -> tuple[str, str]:
+    """(reason, detail) for an exception raised by a trial (at ``batch_size``, if known:
+    "out of memory at batch 512" tells which setting the device could not hold).
 
     The reason keeps the underlying message: Keras re-raises an error inside a layer's
     ``call`` with its own first line ("Exception encountered when calling X.call()"),
     which says where but not what (:func:`precsearch.errors.one_line` looks past it).
     """
     if is_resource_problem(exc):
-        return "out of memory", one_line(exc, limit=300)
+        where = f" at batch {batch_size}" if batch_size else ""
+        return f"out of memory{where}", one_line(exc, limit=300)
     if isinstance(exc, TrialFailed):
         return exc.reason, exc.detail
     tail = "".join(traceback.format_exception(exc)[-3:]).strip()
@@ -50,5 +52,6 @@ def run_guarded(
     except UserInputError:
         raise
     except Exception as exc:
-        reason, detail = classify(exc)
+        batch_size = runner.problem.normalise(policy).batch_size if policy else None
+        reason, detail = classify(exc, batch_size)
         return TrialResult.failed(policy or Policy(), reason, detail)

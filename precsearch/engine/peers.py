@@ -43,7 +43,7 @@ class GraphRewrite:
     @contextlib.contextmanager
     def context(self) -> Iterator[None]:
         """The rewrite is on inside, as it was outside after."""
-        tf = self.problem.tf
+        tf = self.problem.backend.module  # the rewrite exists on TensorFlow only
         before = tf.config.optimizer.get_experimental_options()
         tf.config.optimizer.set_experimental_options({self.option: True})
         try:

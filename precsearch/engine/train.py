@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from precsearch.engine.examples import DatasetExamples
 from precsearch.engine.problem import Problem
 from precsearch.policy import Policy, load_policy
 from precsearch.policy.layers import scalar
 from precsearch.policy.numerics import PolicyGuard
-from precsearch.policy.serving import export_saved_model
+from precsearch.policy.serving import export_model
 
 __all__ = ["train"]
 
@@ -25,7 +26,6 @@ __all__ = ["train"]
 def _fit(problem: Problem, policy: Policy, epochs: int, steps: int | None, out: Path) -> dict:
     """One run: what a user writes to train under a policy."""
     import keras
-    import tensorflow as tf
 
     keras.utils.set_random_seed(0)
     model = problem.build()
@@ -37,11 +37,8 @@ def _fit(problem: Problem, policy: Policy, epochs: int, steps: int | None, out: 
     policy.compile(model, optimizer=optimizer, **kwargs)
     learning_rate = scalar(optimizer.learning_rate)  # at step 0, for the record
 
-    data = problem.train_examples.shuffle(min(problem.n_train, 50_000), seed=0)
-    if steps is not None:
-        data = data.repeat()
-    data = data.batch(policy.batch_size).prefetch(tf.data.AUTOTUNE)
-    val = problem.val_examples.batch(policy.batch_size) if problem.val_examples else None
+    data, steps = _training_data(problem, policy.batch_size, steps)
+    val = _validation_data(problem, policy.batch_size)
     probe = next(iter(data))
     guard = PolicyGuard(policy, log_dir=out / "tensorboard", probe_data=(probe[0], probe[1]))
     checkpoints = keras.callbacks.ModelCheckpoint(
@@ -61,8 +58,32 @@ def _fit(problem: Problem, policy: Policy, epochs: int, steps: int | None, out: 
     run = {"final": final, "seconds": seconds, "learning_rate": learning_rate}
     if guard.stopped:
         return {**run, "stopped": guard.stopped}
-    export_saved_model(model, out / "saved_model")
-    return {**run, "stopped": "", "saved_model": str(out / "saved_model")}
+    written = export_model(model, out)
+    return {**run, "stopped": "", written.name: str(written)}
+
+
+def _training_data(problem: Problem, batch_size: int, steps: int | None) -> tuple[Any, Any]:
+    """What ``fit`` takes, and its steps per epoch: a shuffled ``tf.data`` pipeline on
+    TensorFlow (repeated when ``steps`` is given); elsewhere the examples' own stream of
+    batches, a pass over the examples per epoch unless ``steps`` says otherwise."""
+    examples = problem.train_examples
+    if isinstance(examples, DatasetExamples):
+        import tensorflow as tf
+
+        data = examples.dataset.shuffle(min(problem.n_train, 50_000), seed=0)
+        if steps is not None:
+            data = data.repeat()
+        return data.batch(batch_size).prefetch(tf.data.AUTOTUNE), steps
+    return examples.stream(batch_size, seed=0), steps or max(1, problem.n_train // batch_size)
+
+
+def _validation_data(problem: Problem, batch_size: int) -> Any:
+    examples = problem.val_examples
+    if examples is None:
+        return None
+    if isinstance(examples, DatasetExamples):
+        return examples.dataset.batch(batch_size)
+    return tuple(examples.data)
 
 
 def train(
@@ -83,12 +104,14 @@ def train(
         steps: Training steps in all, instead of whole epochs.
         fp32_baseline: Also train your FP32 setup for as long, and compare.
         out: Folder for ``policy/`` (and ``fp32/``): checkpoints of the float32 master
-            weights, TensorBoard logs, ``saved_model/``.
+            weights, TensorBoard logs, ``saved_model/`` (``model.keras`` where Keras
+            cannot write a SavedModel: :func:`~precsearch.policy.serving.export_model`).
         loader: How the model file is read.
 
     Returns:
         ``{"policy": run, "fp32": run}`` with each run's ``final`` metrics, ``seconds``,
-        ``stopped`` (the guard's message, if it stopped) and ``saved_model``.
+        ``stopped`` (the guard's message, if it stopped) and ``saved_model`` (or
+        ``model.keras``).
 
     Raises:
         UserInputError: A broken model file or policy file.

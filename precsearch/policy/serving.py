@@ -97,6 +97,19 @@ def _all_layers(model: Any) -> list[Any]:
     return found
 
 
+def export_model(model: Any, directory: Path) -> Path:
+    """The model written where serving reads it: ``saved_model/`` where Keras can write a
+    SavedModel (TensorFlow, and JAX through jax2tf, with TensorFlow installed), else
+    ``model.keras``, Keras's own file, which every backend loads. The path says which."""
+    from precsearch.backend import current, tensorflow_if_installed
+
+    if current().name in ("tensorflow", "jax") and tensorflow_if_installed() is not None:
+        return export_saved_model(model, Path(directory) / "saved_model")
+    path = Path(directory) / "model.keras"
+    model.save(path)
+    return path
+
+
 def export_saved_model(model: Any, path: Path) -> Path:
     """Write ``model`` as a SavedModel at ``path`` (whole or not at all).
 

@@ -77,6 +77,9 @@ def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[s
         trial = baseline_trial(study, label) if label else None
         if trial is None:
             continue
+        if trial.state.name == "WAITING":  # enqueued when --trials was already reached
+            peers[name] = {"trial": trial.number, "status": "not run", "reason": "enqueued"}
+            continue
         feasible = trial.state.name == "COMPLETE" and is_feasible(trial)
         slow = status_of(trial) == "too_slow"
         peers[name] = {
