@@ -59,6 +59,8 @@ EXPERIMENTS = (
                "One whole `precsearch run` of the MobileNetV3Small study (wall.md)."),
     Experiment("pitfall", "experiments.pitfall:pitfall",
                "A study that pins a layer breaking in bfloat16 beside one without (pitfall.md)."),
+    Experiment("fidelity", "experiments.fidelity:fidelity",
+               "The quality test's false 'worse' and power, simulated and real (fidelity.md)."),
     Experiment("readme", "readme:readme_step",
                "README.md's Results section, rewritten from benchmarks/results/."),
 )  # fmt: skip
