@@ -25,7 +25,8 @@ INTRO = (
     "computing classes in bfloat16 with the others following; the same classes in "
     "bfloat16 with the others float32 (what the independent space gives that choice: "
     "a cast on each side of every layer between); and Keras's global `mixed_bfloat16`. "
-    "Geometric mean of the per-round ratios (95% bootstrap interval).\n"
+    "Geometric mean of the per-round ratios (95% Student-t interval of their logs; one "
+    "instance per policy, so no instance spread in it).\n"
 )
 
 
