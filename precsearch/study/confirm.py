@@ -8,25 +8,33 @@ it was chosen on (the same curse, once more). After the trials, :func:`confirm`:
    like FP32) are timed round by round in one worker
    (:func:`precsearch.engine.measure.measure`), interleaved with the user's FP32
    training and a second, identical FP32 model (an A/A test: the instrument's own
-   error, here and now). Every figure is a per-round paired ratio to FP32 (geometric
-   mean, Student-t interval: :mod:`precsearch.stats`). A candidate wins only if its
-   lower confidence bound, Bonferroni-corrected for the number of candidates, clears 1
-   against both FP32 models (so by more than whatever makes them read apart:
-   :func:`bounds`); of those, the fastest (:func:`choose`). Rounds are added, in at
-   most three looks that share the false-winner rate (:class:`Sequential`), until
-   every candidate is decided (it wins, or its upper bound falls under 1) or measured
+   error, here and now). Every configuration is two independently built instances
+   (:func:`~precsearch.study.selection.instance_configs`; FP32's are its timing model
+   and the copy). Every figure is a per-round paired ratio to FP32, each side's
+   instances pooled (geometric mean, Student-t interval with the between-instance
+   spread in it: :mod:`precsearch.stats`). The selection is a screen: a candidate passes
+   only if its lower confidence bound, Bonferroni-corrected for the number of
+   candidates, clears 1 at :data:`~precsearch.study.selection.SCREEN`
+   (:func:`~precsearch.study.selection.bounds`); of those, the fastest
+   (:func:`~precsearch.study.selection.choose`). Rounds are added, in at most three
+   looks that share that level (:class:`~precsearch.study.selection.Sequential`), until
+   every candidate is decided (it passes, or its upper bound falls under 1) or measured
    to ±3%, within a time cap; each round's order is random from the study's seed and
    recorded.
 2. **judges the peers**: the global recipe by its trial; TensorFlow's graph rewrite
    (:mod:`precsearch.engine.peers`) by a trial of its own. A peer that did not train like
    FP32 is reported infeasible with its reason, never as a ratio.
-3. **repeats and reports** on fresh rounds: FP32, the copy, the winner, the winner's FP32
-   twin (FP32 at its batch size and XLA setting, so that the speedup splits into what
-   precision adds and what the batch size and XLA add) and the feasible peers. The
-   winner must repeat (its one-sided 95% lower bound above 1 against both copies), or the
-   answer is FP32 and the verdict says which candidate failed to repeat. A winner whose
-   precision part is confidently below 1 gives way to its FP32 twin when the twin trains
-   like FP32 (:func:`precsearch.study.verdict.report`).
+3. **repeats and reports** on fresh rounds of new instances (FP32's timing model stays):
+   FP32, a new copy, the winner, the winner's FP32 twin (FP32 at its batch size and XLA
+   setting, so that the speedup splits into what precision adds and what the batch size
+   and XLA add) and the feasible peers, until
+   :func:`~precsearch.study.selection.settled`. The winner must repeat (its one-sided
+   95% lower bound over FP32 above 1, the spread between instances of both stages in the
+   interval: the test that bounds false winners), or the answer is FP32 and the verdict
+   says which candidate failed to repeat. A winner whose precision part's lower bound
+   does not clear what the copy reads against FP32 gives way to its FP32 twin when the
+   twin trains like FP32 (:func:`precsearch.study.verdict.report`). A selection that
+   ended undecided without a winner is said so, not as FP32 having won.
 
 The record is a :class:`~precsearch.records.Confirmation`, stored in the study.
 """

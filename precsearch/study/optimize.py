@@ -219,8 +219,10 @@ def make_objective(
         result = None if baseline else _answered(trial, policy, probes)
         if result is None:
             # A trial confidently slower than the best feasible one cannot be the answer:
-            # it stops after its first blocks. The baselines are held to FP32's speed only:
-            # the global recipe's own verdict is a figure the report shows.
+            # it stops after its first blocks. The bar is corrected for the maximum over
+            # the feasible trials (best_feasible_low), so it rarely stops the best. The
+            # baselines are held to FP32's speed only: the global recipe's own verdict is
+            # a figure the report shows.
             bar = 1.0 if baseline else best_feasible_low(trial.study)
             result = executor.run_trial(policy, replace(budget, stop_below=bar))
             if _broke(result) and low_groups(trial.params):

@@ -1,10 +1,13 @@
 """The confirmation's verdict: the answer's figures from the fresh rounds, in words.
 
-The answer's speed splits into what low precision adds and what the batch size and XLA
-add (its FP32 twin measured beside it); each part stays only where it clears 1 plus the
-instrument's own error in those rounds (the A/A copy), else the simpler policy is the
-answer and the verdict says what was left out and why. The peers (the global recipe,
-without the pinned groups too, and TensorFlow's graph rewrite) are said beside it.
+The winner is the answer only if it repeats: its one-sided lower bound at ``1 - ALPHA``
+over FP32 on these rounds of new instances above 1, the between-instance spread in the
+interval. Its speed splits into what low precision adds and what the batch size and XLA
+add (its FP32 twin measured beside it); the precision part stays only where its lower
+bound clears the instrument's own error in those rounds (what the A/A copy reads against
+FP32), else the FP32 twin is the answer and the verdict says what was left out and why.
+The peers (the global recipe, without the pinned groups too, and TensorFlow's graph
+rewrite) are said beside it.
 """
 
 from __future__ import annotations
