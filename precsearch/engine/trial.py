@@ -12,7 +12,7 @@ their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
    at least :data:`~precsearch.engine.instrument.MIN_BLOCK_S` long
    (:func:`precsearch.engine.instrument.interleave`), the candidate training on from the
    same data order as the FP32 runs: the speedup is the geometric mean of the pairs'
-   ratios, with its bootstrap interval, the estimator of the confirmation. From three
+   ratios, with its Student-t interval, the estimator of the confirmation. From three
    pairs on, once it is confidently slower than FP32, or than the study's best feasible
    trial so far (``budget.stop_below``: a trial that cannot reach it cannot be the
    answer), it stops as ``too_slow`` (:func:`precsearch.stats.confidently_slower`: a t

@@ -42,13 +42,15 @@ class Budget:
         watchdog: Stop when the first step after tracing costs more than this many
             times the FP32 step (per sample).
         stop_slow: Stop a trial once three pairs of blocks show it confidently slower
-            than ``stop_below`` (its speedup's 95% interval wholly under that bar),
+            than ``stop_below`` (a one-sided t upper bound under that bar, corrected
+            for the repeated looks: :func:`precsearch.stats.confidently_slower`),
             before it trains the rest of its budget; off to learn how slow policies
             train (``--keep-slow``).
         stop_below: The speedup a trial must be able to reach not to stop (with
-            ``stop_slow``): 1 (FP32), or the study's best feasible trial's lower bound
-            once it is above 1, since a trial confidently slower than that cannot be
-            the answer.
+            ``stop_slow``): 1 (FP32), or a conservative figure of the study's best
+            feasible trial once it is above 1 (corrected for the maximum over the
+            feasible trials: :func:`precsearch.stored.stop_bar`), since a trial
+            confidently slower than that cannot be the answer.
     """
 
     steps: int = 120
@@ -185,7 +187,7 @@ class TrialResult:
         speedup: Candidate samples/s over FP32 samples/s: the geometric mean of the
             ratios of pairs of adjacent blocks (each block's 10th-percentile call).
         block_ratios: Its figures (:func:`precsearch.stats.log_figures`): ``estimate``,
-            the bootstrap interval ``low``-``high``, ``median``, ``min``, ``max``,
+            the Student-t interval ``low``-``high``, ``median``, ``min``, ``max``,
             ``rounds`` (block pairs).
         fp32: FP32 step statistics (at the model's own batch size).
         candidate: The candidate's step statistics (at the policy's batch size).
