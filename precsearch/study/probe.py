@@ -10,7 +10,7 @@ the group's boundaries included:
 * **speed**: timed rounds interleaved with FP32 in one process (the confirmation's own
   measuring, :func:`precsearch.study.selection.measure_rounds`), until every figure is
   decided or precise (its 95% interval excludes 1 or is within ±5%) or the probe time
-  is spent; a ratio per probe with its bootstrap interval;
+  is spent; a ratio per probe with its Student-t interval (one instance each);
 * **numerics**: one batch against FP32 from the same weights
   (:func:`precsearch.engine.batch_numerics.batch_numerics`): the loss's and the gradient's relative
   error, the largest activation against float16's limit, and the classic pitfalls of the
