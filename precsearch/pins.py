@@ -2,11 +2,12 @@
 
 A *pin* is a finding of the search (:mod:`precsearch.study.pitfalls`): a layer group that
 breaks the model in one low dtype (an error, a non-finite loss or gradient on a batch),
-kept float32 from then on. The study stores its pins (``pins``: ``"<param>=<dtype>"`` to
-the pin) and reuses them when it resumes; everything that reads them is here, below both
-the Optuna side (a policy that puts a pinned group in its dtype is answered without a
-trial) and :mod:`precsearch.results` (the lines of ``show``, report.html and the
-manifest).
+kept float32 from then on; or XLA, where the probes found that it cannot run the model
+here (``jit_compile=True``: XLA has no kernel for one of its ops), kept off. The study
+stores its pins (``pins``: ``"<param>=<dtype>"`` to the pin) and reuses them when it
+resumes; everything that reads them is here, below both the Optuna side (a policy that
+puts a pinned group in its dtype is answered without a trial) and
+:mod:`precsearch.results` (the lines of ``show``, report.html and the manifest).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from precsearch.cost_model import group_name, is_dtype_param
+from precsearch.cost_model import XLA, group_name, is_dtype_param
 from precsearch.records import EXACT_INTEGERS
 
 __all__ = ["breaks", "cause", "pin_key", "pin_lines", "pinned_reason"]
@@ -41,9 +42,12 @@ def pin_key(param: str, dtype: str) -> str:
 
 def pinned_reason(pins: dict[str, Any] | None, params: dict[str, Any]) -> str:
     """Why a policy with ``params`` is answered from the pins without a trial (``""``
-    when it puts no pinned group in its pinned dtype)."""
+    when it puts no pinned group in its pinned dtype, nor takes a pinned XLA setting)."""
     for param, value in params.items():
-        pin = (pins or {}).get(pin_key(param, str(value))) if is_dtype_param(param) else None
+        pinned = is_dtype_param(param) or param == XLA
+        pin = (pins or {}).get(pin_key(param, str(value))) if pinned else None
+        if pin is not None and param == XLA:
+            return f"XLA: {pin['reason']} (not compilable here)"
         if pin is not None:
             return f"pinned float32: {group_name(param)} in {value} ({pin['reason']})"
     return ""
@@ -52,6 +56,8 @@ def pinned_reason(pins: dict[str, Any] | None, params: dict[str, Any]) -> str:
 def cause(pin: dict[str, Any], integer_inputs: dict[str, float] | None = None) -> str:
     """A pin's cause in words, with what to do about it."""
     dtype, reason = pin["dtype"], pin["reason"]
+    if pin["param"] == XLA:
+        return f"XLA cannot run the model here ({reason}): train without XLA"
     index = _INDEX.search(f"{reason} {pin.get('detail', '')}")
     exact = EXACT_INTEGERS.get(dtype)
     if index and exact:
@@ -78,6 +84,9 @@ def pin_lines(pins: dict[str, Any] | None, integer_inputs: dict[str, float] | No
         where = f" ({shown})" if shown else ""
         together = pin.get("together_with") or []
         also = f", together with {', '.join(group_name(p) for p in together)}" if together else ""
+        if pin["param"] == XLA:
+            lines.append(f"XLA stays off: {cause(pin)}")
+            continue
         lines.append(
             f"{group_name(pin['param'])}{where} stays float32 in {pin['dtype']}{also}: "
             f"{cause(pin, integer_inputs)}"

@@ -330,3 +330,46 @@ def test_the_probes_record_and_say_each_classic_pitfall_of_a_group(tmp_path):
         (line,) = entries[f"dtype:{layer}=float16"]["numerics"]["pitfalls"]
         assert line.startswith(f"{layer} (")
     assert "error" in entries["dtype:gram_det=float16"]["numerics"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["in_process", "worker"])
+def test_a_probe_that_cannot_be_timed_is_its_own_finding_and_the_others_go_on(tmp_path, where):
+    # tests/models/no_xla.py: a determinant, which XLA cannot compile on a CPU. Its XLA
+    # probe's timed rounds raised and took the whole probe command (every probe) down.
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    from precsearch.pins import pin_lines, pinned_reason
+    from precsearch.stored import study_record
+    from precsearch.study.probe import probe_study
+    from precsearch.study.worker import Worker
+
+    model = MODELS / "no_xla.py"
+    made = InProcess(load_model_file(model), tmp_path) if where == "in_process" else None
+    with made or contextlib.closing(Worker(model, tmp_path)) as executor:
+        executor.start()
+        # The whole model one group: a dtype probe and XLA's (offered by default).
+        one_group = SpaceOptions(group_by="global", dtypes=["float32", "bfloat16"])
+        space = SearchSpace(executor.model_info.to_dict(), one_group)
+        study = optuna.create_study(directions=["maximize", "minimize"])
+        progress = io.StringIO()
+        options = SimpleNamespace(probe_time=0.5, seed=0)
+        stored, notes = probe_study(study, executor, space, options, block=2, progress=progress)
+    assert stored is not None and not any("without them" in note for note in notes)
+    # The dtype probe measured beside FP32; XLA's is a finding with its reason.
+    assert [label for label, *_ in probe_params(space)] == ["dtype=bfloat16", f"{XLA}=True"]
+    assert stored["probes"]["dtype=bfloat16"]["speed"]["rounds"] >= 5
+    (xla,) = stored["broken"].values()
+    assert xla["param"] == XLA and "MatrixDeterminant" in xla["untimed"]
+    assert xla["untimed"].startswith("error: InvalidArgumentError")
+    # Pinned off: a trial with XLA is answered from the pins, with the reason.
+    pins = study_record(study, "pins")
+    fp32 = dict(dict(space.baselines())["fp32"])
+    reason = pinned_reason(pins, {**fp32, XLA: True})
+    assert reason.startswith("XLA: error: ") and reason.endswith("(not compilable here)")
+    assert pinned_reason(pins, fp32) == ""
+    (line,) = pin_lines(pins, {})
+    assert line.startswith("XLA stays off: XLA cannot run the model here (error: ")
+    assert f"pinned: {line}" in progress.getvalue().splitlines()

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from precsearch.engine.guarded import classify
 from precsearch.engine.instrument import timed_rounds
+from precsearch.errors import TrialFailed, UserInputError
 from precsearch.policy import Policy
 from precsearch.records import Measurement
 
@@ -36,7 +38,20 @@ def measure(
 
     Returns:
         The :class:`~precsearch.records.Measurement`.
+
+    Raises:
+        TrialFailed: A configuration cannot be timed (it raised while traced, compiled
+            or warmed up: XLA without a kernel for one of its ops, say), with the reason
+            a failed trial would give. A worker's command fails so whatever raises; this
+            makes the in-process executor fail alike, and not with TensorFlow's error.
     """
-    timed = [runner.timed(label, given, block) for label, given in configs]
+    timed = []
+    for label, given in configs:
+        try:
+            timed.append(runner.timed(label, given, block))
+        except UserInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - this configuration's failure, not the worker's
+            raise TrialFailed(classify(exc)[0]) from exc
     rates = timed_rounds(timed, orders, runner.clock)
     return Measurement(rates=rates, steps={t.label: t.steps for t in timed}, orders=orders)

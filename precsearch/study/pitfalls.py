@@ -29,11 +29,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from precsearch.cost_model import group_name, is_dtype_param
+from precsearch.cost_model import XLA, group_name, is_dtype_param
 from precsearch.pins import breaks, pin_key, pin_lines
 from precsearch.stored import enqueue_baseline, set_study_record, study_record
 
-__all__ = ["LOCALIZE_SECONDS", "low_groups", "localize", "pin_failure"]
+__all__ = [
+    "LOCALIZE_SECONDS",
+    "low_groups",
+    "localize",
+    "pin_failure",
+    "pin_untimed",
+    "store_pins",
+]
 
 LOCALIZE_SECONDS = 120.0  # the most one localization spends on its checks
 
@@ -111,7 +118,35 @@ def pin_failure(
     """Localize why ``params`` broke, store the new pins in the study, say each in one
     line, and enqueue the global recipes with every pinned group float32; the new pins
     (empty when nothing breaks on one batch)."""
-    found = localize(executor, space, params)
+    return store_pins(study, space, localize(executor, space, params), say)
+
+
+def pin_untimed(
+    study: Any, space: Any, entry: dict[str, Any], say: Callable[[str], None]
+) -> dict[str, dict[str, Any]]:
+    """Pin what a probe that could not be timed (``entry``, from the probes' ``broken``
+    with its ``untimed`` reason) ran alone: XLA (kept off) or one group in its dtype;
+    nothing for every group at once, whose groups each ran alone. The new pins."""
+    param, dtype = entry["param"], entry["dtype"]
+    if param != XLA and not is_dtype_param(param):
+        return {}
+    pin = {
+        "param": param,
+        "dtype": dtype,
+        "layers": space.group_layers().get(param, []),
+        "reason": entry["untimed"],
+        "detail": "",
+        "problem": "",
+        "together_with": [],
+    }
+    return store_pins(study, space, {pin_key(param, dtype): pin}, say)
+
+
+def store_pins(
+    study: Any, space: Any, found: dict[str, dict[str, Any]], say: Callable[[str], None]
+) -> dict[str, dict[str, Any]]:
+    """Store the pins of ``found`` the study does not hold yet, say each in one line, and
+    enqueue the global recipes with every pinned group float32; the new pins."""
     stored = study_record(study, "pins") or {}
     new = {key: pin for key, pin in found.items() if key not in stored}
     if not new:

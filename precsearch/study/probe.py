@@ -37,6 +37,10 @@ What the search does with them (:func:`probe_study`), and what the user sees:
   them in it too: a trial that asks for it is answered ``too_slow`` from the probes
   without running (the global recipe still runs: it is the peer the answer is shown
   against);
+* a probe that breaks the model on one batch is localized like a trial and its group
+  pinned float32; one that cannot be timed (XLA without a kernel for one of its ops on
+  this machine) is a finding of its own, pinned as it ran (XLA off, or its group
+  float32), and the other probes are timed without it;
 * the explanation per group (:mod:`precsearch.results.explain`) quotes them.
 
 The probes are stored in the study (``probes``) and reused when it resumes.
@@ -61,9 +65,10 @@ from precsearch.cost_model import (
 )
 from precsearch.errors import TrialFailed, UserInputError, one_line
 from precsearch.pins import breaks
+from precsearch.records import Measurement
 from precsearch.stats import half_width, ratio_figures
 from precsearch.stored import enqueue_predicted_best, set_study_record, study_record
-from precsearch.study.pitfalls import pin_failure
+from precsearch.study.pitfalls import pin_failure, pin_untimed
 from precsearch.study.selection import measure_rounds
 
 __all__ = ["probe_params", "probe_study", "run_probes"]
@@ -113,33 +118,25 @@ def run_probes(
     numbers = executor.numerics(
         [(label, space.policy(p)) for label, param, _, p in probes if param != XLA]
     )
-    broken = {
-        label: {"param": param, "dtype": dtype, "params": {k: str(v) for k, v in p.items()},
-                "numerics": numbers[label]}
-        for label, param, dtype, p in probes
-        if label in numbers and breaks(numbers[label])
-    }  # fmt: skip
+
+    def entry(label: str, param: str, dtype: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"param": param, "dtype": dtype, "params": {k: str(v) for k, v in params.items()},
+                "numerics": numbers.get(label, {})}  # fmt: skip
+
+    broken = {p[0]: entry(*p) for p in probes if p[0] in numbers and breaks(numbers[p[0]])}
     probes = [probe for probe in probes if probe[0] not in broken]
-    configs = [("fp32", fp32)] + [(label, space.policy(p)) for label, _, _, p in probes]
-
-    def settled(m: Any) -> bool:
-        for label, *_ in probes:
-            f = ratio_figures(m.rates[label], m.rates["fp32"])
-            if not (f["high"] < 1 or f["low"] > 1 or half_width(f) <= HALF_WIDTH):
-                return False
-        return True
-
     rng = np.random.default_rng(seed)
-    measured = measure_rounds(executor, configs, rng, block, seconds, settled) if probes else None
+    configs = [(label, space.policy(p)) for label, _, _, p in probes]
+    measured, untimed = _timed_rounds(executor, fp32, configs, rng, block, seconds)
     entries = {}
-    for label, param, dtype, params in probes:
-        entries[label] = {
-            "param": param,
-            "dtype": dtype,
-            "params": {k: str(v) for k, v in params.items()},
-            "speed": ratio_figures(measured.rates[label], measured.rates["fp32"]),
-            "numerics": numbers.get(label, {}),
-        }
+    for probe in probes:
+        label = probe[0]
+        if label in untimed:
+            # Its numbers on one batch, but no timed step: a finding of its own.
+            broken[label] = {**entry(*probe), "untimed": untimed[label]}
+        else:
+            speed = ratio_figures(measured.rates[label], measured.rates["fp32"])
+            entries[label] = {**entry(*probe), "speed": speed}
     said = [n.get("pitfalls") or [] for n in numbers.values()]
     return {
         "probes": entries,
@@ -150,14 +147,77 @@ def run_probes(
     }
 
 
+def _timed_rounds(
+    executor: Any,
+    fp32: Any,
+    configs: list[tuple[str, Any]],
+    rng: Any,
+    block: int,
+    seconds: float,
+) -> tuple[Measurement | None, dict[str, str]]:
+    """Timed rounds of ``configs`` beside FP32 until each is decided or precise, and the
+    labels that could not be timed, with why (``None`` when nothing was left to time).
+
+    One configuration that cannot be timed (XLA without a kernel for one of its ops)
+    fails the whole command: the rounds then go on without the configurations that fail
+    alone (:func:`_untimed`)."""
+    labels = [label for label, _ in configs]
+    start = time.monotonic()
+
+    def settled(m: Measurement) -> bool:
+        for label in labels:
+            f = ratio_figures(m.rates[label], m.rates["fp32"])
+            if not (f["high"] < 1 or f["low"] > 1 or half_width(f) <= HALF_WIDTH):
+                return False
+        return True
+
+    if not configs:
+        return None, {}
+    try:
+        return measure_rounds(executor, [("fp32", fp32), *configs], rng, block, seconds,
+                              settled), {}  # fmt: skip
+    except TrialFailed:
+        untimed = _untimed(executor, fp32, configs, block)
+        if not untimed:
+            raise  # none fails alone: not a probe's finding
+    labels = [label for label in labels if label not in untimed]
+    left = [(label, policy) for label, policy in configs if label not in untimed]
+    if not left:
+        return None, untimed
+    seconds = max(0.0, seconds - (time.monotonic() - start))
+    return measure_rounds(executor, [("fp32", fp32), *left], rng, block, seconds, settled), untimed
+
+
+def _untimed(
+    executor: Any, fp32: Any, configs: list[tuple[str, Any]], block: int
+) -> dict[str, str]:
+    """The labels of ``configs`` that cannot be timed alone, one block each, with the
+    reason a failed trial would give; FP32 is timed first, and raises if it fails (the
+    user's training, not a probe)."""
+    executor.confirm([("fp32", fp32)], [["fp32"]], block)
+    out = {}
+    for label, policy in configs:
+        try:
+            executor.confirm([(label, policy)], [[label]], block)
+        except TrialFailed as exc:
+            # A worker's failed command comes back as "confirm failed" with the engine's
+            # reason as its detail; in this process, the reason itself.
+            text = exc.detail if exc.reason == "confirm failed" and exc.detail else exc.reason
+            out[label] = text.strip().splitlines()[0][:300]
+    return out
+
+
 def probe_study(
     study: Any, executor: Any, space: Any, options: Any, block: int, progress: Any
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The study's probes (stored ones on a resume, else measured now and stored), the
     predicted-best policy enqueued; ``(record, notes)``. A probe that breaks the model on
     one batch is localized and its group pinned float32
-    (:func:`precsearch.study.pitfalls.pin_failure`); a probe command that fails (the
-    worker died) leaves the search to run without them (a note says why)."""
+    (:func:`precsearch.study.pitfalls.pin_failure`); one that cannot be timed (XLA
+    without a kernel for an op) is pinned as it ran, XLA off or its group float32
+    (:func:`precsearch.study.pitfalls.pin_untimed`), and the others are measured without
+    it; a probe command that fails otherwise (FP32 itself, or the worker died) leaves the
+    search to run without them (a note says why)."""
     record = study_record(study, "probes")
     notes: list[str] = []
 
@@ -183,6 +243,10 @@ def probe_study(
         by_label = {label: params for label, _, _, params in probe_params(space)}
         # Each group alone before all of them together: the bisection starts small.
         for label in sorted(record.get("broken") or {}, key=lambda k: k.startswith(ALL)):
+            entry = record["broken"][label]
+            if entry.get("untimed"):
+                pin_untimed(study, space, entry, say)
+                continue
             try:
                 pin_failure(study, executor, space, by_label[label], say)
             except TrialFailed as exc:
