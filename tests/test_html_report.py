@@ -153,3 +153,21 @@ def test_the_report_draws_in_headless_chromium_without_errors(tiny_study):
     assert points >= 6  # every finished trial of the tiny study, at least
     assert bars >= 1  # the importances drew
     print(f"screenshot: {ARTIFACTS / 'report.png'}")
+
+
+def test_a_figure_whose_package_is_missing_is_a_sentence(monkeypatch):
+    import optuna
+    import optuna.visualization as vis
+
+    from precsearch.results.figures import optuna_figures
+
+    def missing(*args, **kwargs):
+        raise ImportError("Tried to import 'sklearn' but failed. Please make sure ...")
+
+    monkeypatch.setattr(vis, "plot_param_importances", missing)
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.add_trial(optuna.trial.create_trial(values=[1.0, 0.0], params={}, distributions={}))
+    figures = dict(optuna_figures(study))
+    assert figures["Parameter importances"] == (
+        "Optuna could not draw it here: Tried to import 'sklearn' but failed"
+    )

@@ -276,4 +276,7 @@ def optuna_figures(study: Any) -> list[tuple[str, Any]]:
             out.append((title, fig))
         except (ValueError, RuntimeError, ZeroDivisionError, IndexError) as exc:
             out.append((title, f"Optuna could not draw it for this study: {exc}"))
+        except ImportError as exc:  # fANOVA needs scikit-learn, which precsearch does not
+            first = str(exc).split(". ")[0]  # "Tried to import 'sklearn' but failed"
+            out.append((title, f"Optuna could not draw it here: {first}"))
     return out
