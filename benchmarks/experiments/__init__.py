@@ -61,6 +61,8 @@ EXPERIMENTS = (
                "A study that pins a layer breaking in bfloat16 beside one without (pitfall.md)."),
     Experiment("fidelity", "experiments.fidelity:fidelity",
                "The quality test's false 'worse' and power, simulated and real (fidelity.md)."),
+    Experiment("backends", "experiments.backends:backends",
+               "The bundled studies on TensorFlow and on JAX, side by side (backends.md)."),
     Experiment("readme", "readme:readme_step",
                "README.md's Results section, rewritten from benchmarks/results/."),
 )  # fmt: skip
