@@ -154,3 +154,46 @@ def test_a_whole_study_runs_on_the_backend(backend, tmp_path):
     )  # fmt: skip
     assert used.returncode == 0, used.stderr[-2000:]
     assert used.stdout.strip().splitlines()[-1] == backend
+
+
+GRADIENTS = """
+import json, sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+import keras, mlp
+from precsearch.backend import current
+model = mlp.build_model()
+x, y = mlp.train_data()
+model(x[:2])
+model.set_weights(list(np.load(sys.argv[2], allow_pickle=True)))
+loss, grads = current().gradients(model, x[:64], y[:64], 1.0)
+print(json.dumps([loss, *[float(np.linalg.norm(g)) for g in grads]]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_batch_gradients_agree_with_tensorflows(backend, tmp_path):
+    """The probes' numerics read gradients through the backend: from the same weights and
+    batch, JAX's and PyTorch's match TensorFlow's."""
+    import subprocess
+
+    weights = tmp_path / "w.npy"
+    figures = {}
+    for name in ("tensorflow", backend):
+        if name == "tensorflow":  # the weights every backend starts from
+            import keras
+
+            from precsearch.model_file import import_model_file
+
+            keras.utils.set_random_seed(0)
+            model = import_model_file(MODELS / "mlp.py").build_model()
+            model(np.zeros((2, 16), "float32"))
+            np.save(weights, np.array(model.get_weights(), dtype=object), allow_pickle=True)
+        done = subprocess.run(
+            [sys.executable, "-c", GRADIENTS, str(MODELS), str(weights)],
+            capture_output=True, text=True, env={**os.environ, "KERAS_BACKEND": name},
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        figures[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert np.allclose(figures[backend], figures["tensorflow"], rtol=1e-5)
