@@ -1,8 +1,9 @@
 """The pins' record read back: which layer groups stay float32, and why, in words.
 
 A *pin* is a finding of the search (:mod:`precsearch.study.pitfalls`): a layer group that
-breaks the model in one low dtype (an error, a non-finite loss or gradient on a batch),
-kept float32 from then on; or XLA, where the probes found that it cannot run the model
+breaks the model in one low dtype (an error, a non-finite loss or gradient on a batch; or,
+on runs of a trial's budget, training worse than FP32 or a collapsing loss scale), kept
+float32 from then on; or XLA, where the probes found that it cannot run the model
 here (``jit_compile=True``: XLA has no kernel for one of its ops), kept off. The study
 stores its pins (``pins``: ``"<param>=<dtype>"`` to the pin) and reuses them when it
 resumes; everything that reads them is here, below both the Optuna side (a policy that
@@ -70,6 +71,8 @@ def cause(pin: dict[str, Any], integer_inputs: dict[str, float] | None = None) -
             f"{index[1]}, out of the layer's range [0, {index[2]}): keep it float32, or give "
             "the Input dtype int32"
         )
+    if pin.get("found"):  # a finding of training, not of one batch
+        return f"{reason}, found {pin['found']}: keep it float32"
     if pin.get("problem"):
         return f"{reason} in {dtype}: keep it float32 (or scale what it computes down)"
     return f"{dtype} breaks it ({reason}): keep it float32"

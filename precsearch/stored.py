@@ -90,6 +90,7 @@ STUDY_RECORDS = (
     "lr_rule",
     "probes",
     "pins",
+    "localized",  # the localizing runs of a group that trains worse (study.pitfalls)
 )
 _CONFIRMATION = "confirmation"
 _REFERENCE_PREFIX = "reference:"

@@ -9,7 +9,7 @@ import pytest
 from helpers import MODELS, run_cli
 
 from precsearch.pins import breaks, cause, pin_lines, pinned_reason
-from precsearch.study.pitfalls import localize, pin_failure
+from precsearch.study.pitfalls import localize, pin_failure, pin_quality
 
 FINE = {"loss_error": 0.01, "gradient_error": 0.02, "problem": ""}
 
@@ -180,3 +180,125 @@ def test_a_later_pin_re_enqueues_the_recipe_once_with_all_pins_and_the_peer_is_t
     ]
     # The peer is the recipe with every pin, though the first one completed and it waits.
     assert baseline_trial(study, "except_pinned_").number == enqueued[1].number
+
+
+WORSE = "trains worse than FP32: training loss 3.10x the bar"
+
+
+class Budgeted:
+    """An executor whose runs of the budget train worse than FP32 (a gap of 3.1) when the
+    group ``culprit`` is low (the real one trains: the slow test below); it counts them."""
+
+    def __init__(self, culprit):
+        self.culprit = culprit
+        self.runs = 0
+
+    def run_trial(self, low, budget):
+        from precsearch.records import TrialResult
+
+        self.runs += 1
+        assert not budget.stop_slow  # a check is judged, never stopped as too slow
+        if self.culprit in low:
+            return TrialResult(policy={}, status="infeasible", fidelity_gap=3.1, reason=WORSE)
+        return TrialResult(policy={}, status="ok", fidelity_gap=0.2)
+
+
+def judged(reason=WORSE, gap=3.1, scale=None):
+    from precsearch.records import TrialResult
+
+    numerics = {"min_loss_scale": scale, "loss_scale": [2.0**15, 1.0, scale]} if scale else {}
+    return TrialResult(policy={}, status="infeasible", reason=reason, fidelity_gap=gap,
+                       numerics=numerics)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("culprit", "runs"), [("dtype:a", 2), ("dtype:b", 3), ("dtype:c", 2), ("dtype:d", 3)]
+)
+def test_a_group_that_trains_worse_is_found_by_halving_in_at_most_three_runs(culprit, runs):
+    import optuna
+
+    from precsearch.records import Budget
+
+    study, said = optuna.create_study(), []
+    executor = Budgeted(culprit)
+    new = pin_quality(study, executor, Recipes(), PARAMS, judged(), Budget(), said.append)
+    # Halves of a, b, c, d, low alone: a and b; then a; b is the other half, so it must
+    # train worse alone to be pinned (one run more). The same on the other side.
+    assert list(new) == [f"{culprit}=bfloat16"] and executor.runs == runs
+    pin = new[f"{culprit}=bfloat16"]
+    assert pin["reason"] == "trains worse than FP32 in bfloat16: gap 3.1 units"
+    assert pinned_reason(new, {culprit: "bfloat16"}) == (
+        f"pinned float32: {culprit[6:]} in bfloat16 "
+        "(trains worse than FP32 in bfloat16: gap 3.1 units)"
+    )
+    assert f"pinned: {pin_lines(new, {})[0]}" in said
+    assert "found on runs of the trial's budget" in pin_lines(new, {})[0]
+    # Stored: a resumed study (or a later trial with these groups) runs nothing again.
+    again = Budgeted(culprit)
+    pin_quality(study, again, Recipes(), PARAMS, judged(), Budget(), said.append)
+    assert again.runs == 0
+
+
+def test_a_loss_scale_that_collapses_in_one_group_is_pinned_without_a_run():
+    import optuna
+
+    from precsearch.records import Budget
+
+    study, executor = optuna.create_study(), Budgeted("dtype:a")
+    alone = {**dict.fromkeys(PARAMS, "float32"), "dtype:b": "float16"}
+    collapsed = judged("loss scale collapsed to 0.5", None, scale=0.5)
+    new = pin_quality(study, executor, Recipes(), alone, collapsed, Budget(), print)
+    # The trial put one group low: it ran that group alone already.
+    assert executor.runs == 0
+    (pin,) = new.values()
+    assert pin["reason"] == "its loss scale collapses in float16 (to 0.5)"
+    assert pin["loss_scale"] == [2.0**15, 1.0, 0.5]
+
+
+def test_no_pin_where_no_single_group_trains_worse_within_three_runs():
+    import optuna
+
+    from precsearch.records import Budget
+
+    study, said = optuna.create_study(), []
+    executor = Budgeted("nothing alone")  # only the groups together train worse
+    assert pin_quality(study, executor, Recipes(), PARAMS, judged(), Budget(), said.append) == {}
+    assert executor.runs == 3 and study.user_attrs.get("pins") is None
+    assert said[-1].startswith("note: no single group found that trains worse alone within 3")
+
+
+@pytest.mark.slow
+def test_a_layer_that_trains_worse_in_bfloat16_is_localized_pinned_and_searched_around(tmp_path):
+    # tests/models/fine_offset.py: recenter adds and takes off an offset of 4096, which
+    # bfloat16 holds only to steps of 32: no error, no non-finite value, no learning.
+    from precsearch.app.run import run_study
+    from precsearch.stored import answered_by_pins, baseline_of, reason_of, status_of
+    from precsearch.study.options import SearchOptions
+
+    options = SearchOptions(
+        trials=4, steps=24, out=str(tmp_path), study_name="fine", group_by="layer",
+        dtypes="float32,bfloat16", in_process=True, confirm_top=0, sampler="random",
+        dimensions=["layer_dtypes"], keep_slow=True,  # judged, whatever bfloat16's speed here
+    )  # fmt: skip
+    study = run_study(MODELS / "fine_offset.py", options).study
+    (pin,) = study.user_attrs["pins"].values()
+    assert (pin["param"], pin["dtype"], pin["layers"]) == (
+        "dtype:recenter",
+        "bfloat16",
+        ["recenter"],
+    )
+    assert pin["reason"].startswith("trains worse than FP32 in bfloat16: gap ")
+    # Of the two groups the recipe put low, recenter alone (the first half) trained worse.
+    assert pin["found"] == "on runs of the trial's budget (1 run here)"
+    by_label = {baseline_of(t): t for t in study.trials if baseline_of(t)}
+    recipe = by_label["global_bfloat16"]
+    assert status_of(recipe) == "infeasible"
+    assert reason_of(recipe).startswith("trains worse than FP32")
+    # The rest of the model searched: the recipe without recenter trains like FP32.
+    rest = by_label["except_pinned_bfloat16"]
+    assert rest.params == {"dtype:recenter": "float32", "dtype:hidden": "bfloat16"}
+    assert status_of(rest) == "ok"
+    # The one policy left, recenter alone in bfloat16, is answered from the pin.
+    (answered,) = [t for t in study.trials if answered_by_pins(t)]
+    assert answered.params["dtype:recenter"] == "bfloat16"
+    assert reason_of(answered).startswith("pinned float32: recenter in bfloat16 (trains worse")

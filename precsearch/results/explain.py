@@ -37,7 +37,8 @@ WHY_LEGEND = (
 
 PINS_LEGEND = (
     "Kept float32 (a layer group that breaks the model in a low dtype, found by the search "
-    "on one batch against FP32, and never proposed in that dtype again)"
+    "on one batch against FP32, or on runs of a trial's budget where it trains worse, and "
+    "never proposed in that dtype again; XLA, kept off where it cannot run the model)"
 )
 PROBE_LEGEND = (
     "The probes (each layer group alone in low precision against FP32, before the "

@@ -51,7 +51,7 @@ from precsearch.stored import (
     study_record,
 )
 from precsearch.study.options import SearchOptions
-from precsearch.study.pitfalls import low_groups, pin_failure
+from precsearch.study.pitfalls import low_groups, pin_failure, pin_quality, trains_worse
 from precsearch.study.space import SearchSpace
 from precsearch.study.storage import redact, storage_failure
 
@@ -185,7 +185,9 @@ def make_objective(
     baselines always run. A trial that breaks in low precision (an error, a non-finite
     loss) is localized (:mod:`precsearch.study.pitfalls`): the groups that break are
     pinned float32, each said in one line through ``say`` (default: stderr), and the
-    trial is ``infeasible`` with the pin as its reason.
+    trial is ``infeasible`` with the pin as its reason. A trial that trains worse than
+    FP32, or whose loss scale collapses, its FP32 twin healthy, is localized on runs of
+    its budget (:func:`precsearch.study.pitfalls.pin_quality`) and keeps its verdict.
 
     Every objective plugin gives a value (those with a direction) and may give a
     constraint. A value that is missing or NaN (which Optuna refuses) becomes ``inf`` in
@@ -227,6 +229,9 @@ def make_objective(
             result = executor.run_trial(policy, replace(budget, stop_below=bar))
             if _broke(result) and low_groups(trial.params):
                 result = _pinned(trial, executor, space, result, say or _to_stderr)
+            elif trains_worse(result) and low_groups(trial.params):
+                params = dict(trial.params)
+                pin_quality(trial.study, executor, space, params, result, budget, say or _to_stderr)
         record_result(trial, result, MAX_CURVE_POINTS)
         if result.status == "failed":
             raise TrialFailed(result.reason, result.numerics.get("detail", ""))
