@@ -64,7 +64,7 @@ def step(
     """One call of the model's train function: (seconds, loss of this call).
 
     Metrics are reset before the timer starts so that ``loss`` is this call's, not a
-    running mean. The timer stops only after the device has finished
+    running mean; its read-back is timed. The timer stops only after the device has finished
     (:meth:`Backend.sync <precsearch.backend.Backend.sync>`): on a GPU the call
     returns while its work is still queued. ``clock`` reads the time in seconds;
     ``backend`` is Keras's own unless given.
@@ -73,9 +73,9 @@ def step(
     model.reset_metrics()
     t0 = clock()
     logs = backend.train_call(model, iterator)
-    backend.sync()
-    seconds = clock() - t0
-    return seconds, float(logs["loss"])
+    loss = float(logs["loss"])  # reading it back waits for the step's loss...
+    backend.sync()  # ...and this for everything else the step queued (a GPU's updates)
+    return clock() - t0, loss
 
 
 def step_stats(times: list[float], batch_size: int, steps_per_call: int = 1) -> StepStats:
