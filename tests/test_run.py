@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,8 @@ def test_a_budget_at_which_nothing_can_judge_is_refused_in_one_line(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert "nothing can judge a candidate at 12 steps" in last
-    assert "FP32's training loss does not move over 12 steps" in last
+    # A loss that cannot move reads as not moving, or as worse by its data order's noise.
+    assert re.search(r"FP32's training loss (does not move|gets worse) over 12 steps", last)
 
 
 def model_info_of(info: dict) -> ModelInfo:
