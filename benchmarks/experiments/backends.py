@@ -20,15 +20,15 @@ from pages import ROOT, Pages, markdown_table
 
 from experiments.shared import WORK
 
-STUDIES = ("wide_mlp", "digits_cnn", "tiny_transformer")
+STUDIES = ("wide_mlp", "digits_cnn")
 BACKENDS = ("tensorflow", "jax")
-ARGS = ["--trials", "8", "--sampler", "tpe", "--seed", "0", "--probe-time", "30",
-        "--confirm-time", "30"]  # fmt: skip
+ARGS = ["--trials", "6", "--sampler", "tpe", "--seed", "0", "--probe-time", "20",
+        "--confirm-time", "20"]  # fmt: skip
 
 INTRO = (
-    "Each bundled study run whole, once on TensorFlow and once on JAX "
-    "(`KERAS_BACKEND`), with the same options (8 trials, TPE with seed 0, probes 30 s, "
-    "confirmation 30 s, the study's own steps and dtypes), each in a fresh process and "
+    "Two bundled studies run whole, once on TensorFlow and once on JAX "
+    "(`KERAS_BACKEND`), with the same options (6 trials, TPE with seed 0, probes 20 s, "
+    "confirmation 20 s, the study's own steps and dtypes), each in a fresh process and "
     "study folder, one at a time. 'speedup' is the answer's samples/s over FP32's on the "
     "same backend in the fresh rounds, with its 95% interval (blank where FP32 is the "
     "answer); 'global' the global mixed recipe's; 'A/A' the FP32 copy's reading against "
