@@ -32,15 +32,16 @@ INTRO = (
     "study folder, one at a time. 'speedup' is the answer's samples/s over FP32's on the "
     "same backend in the fresh rounds, with its 95% interval (blank where FP32 is the "
     "answer); 'global' the global mixed recipe's; 'A/A' the FP32 copy's reading against "
-    "FP32 in those rounds. The figures of one backend are not comparable with the other's "
-    "FP32: each is a ratio to its own.\n"
+    "FP32 in those rounds; 'rows' the rows of trials.csv (the trials that ran and the "
+    "proposals answered without training by the probes or the pins). The figures of one "
+    "backend are not comparable with the other's FP32: each is a ratio to its own.\n"
 )
 
 
 def backends(pages: Pages) -> None:
     """Every bundled study on each backend, and its answer."""
     rows = [_study(study, backend) for study in STUDIES for backend in BACKENDS]
-    columns = ["study", "backend", "answer", "speedup", "global", "aa", "trials", "seconds"]
+    columns = ["study", "backend", "answer", "speedup", "global", "aa", "rows", "seconds"]
     lines = [INTRO, *markdown_table(columns, [[r.get(c, "") for c in columns] for r in rows])]
     lines += ["", *(f"{r['study']} on {r['backend']}: {r['verdict']}\n" for r in rows)]
     title = "The bundled studies on TensorFlow and on JAX"
@@ -73,7 +74,7 @@ def _study(study: str, backend: str) -> dict[str, Any]:
         "speedup": _figures(confirmed.get("speedup_vs_fp32")),
         "global": _figures(((confirmed.get("peers") or {}).get("global") or {}).get("vs_fp32")),
         "aa": _figures(confirmed.get("fp32_copy_vs_fp32")),
-        "trials": trials,
+        "rows": trials,
         "verdict": manifest.get("verdict", ""),
     }
 
