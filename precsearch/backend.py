@@ -173,6 +173,10 @@ class Backend:
             return None
         if name != "mirrored":
             raise UserInputError(f"--strategy {name!r}: expected none or mirrored")
+        return self.mirrored()
+
+    def mirrored(self) -> Any:
+        """Data parallelism over every device: ``MirroredStrategy`` on TensorFlow."""
         tf = self.module
         devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
         return tf.distribute.MirroredStrategy(devices=[d.name for d in devices])
@@ -261,11 +265,7 @@ class Jax(Backend):
         (_, loss), grads = jax.value_and_grad(scaled_loss, has_aux=True)(trainable)
         return float(loss), [_numpy(g) for g in grads]
 
-    def strategy(self, name: str) -> Any:
-        if name == "none":
-            return None
-        if name != "mirrored":
-            raise UserInputError(f"--strategy {name!r}: expected none or mirrored")
+    def mirrored(self) -> Any:
         return _JaxDataParallel()
 
 
@@ -328,11 +328,9 @@ class Torch(Backend):
         model.zero_grad()
         return float(loss), [None if g is None else _numpy(g) for g in grads]
 
-    def strategy(self, name: str) -> Any:
-        if name == "none":
-            return None
+    def mirrored(self) -> Any:
         raise UserInputError(
-            f"--strategy {name}: data parallelism is not available on Keras's torch backend "
+            "--strategy mirrored: data parallelism is not available on Keras's torch backend "
             "here (TensorFlow: MirroredStrategy; JAX: keras.distribution.DataParallel)"
         )
 

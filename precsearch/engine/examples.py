@@ -120,12 +120,16 @@ def read_examples(
         UserInputError: Not examples, arrays that do not line up, a dataset that repeats
             forever or holds nothing, a dataset where TensorFlow is not installed.
     """
+
+    def misaligned(cause: str) -> str:
+        return f"{where} returned arrays that do not line up ({cause})"
+
     if is_dataset(data):
         examples = _dataset(data, where, tensorflow)
         if not as_dataset:
             examples = ArrayExamples(_read_whole(examples))
     elif isinstance(data, (tuple, list)) and len(data) in (2, 3):
-        with users_fault(lambda cause: f"{where} returned arrays that do not line up ({cause})"):
+        with users_fault(misaligned):
             examples = ArrayExamples(tuple(data))
     elif hasattr(data, "__iter__") and not isinstance(data, (str, bytes, dict)):
         examples = ArrayExamples(_stack(data, where))
@@ -135,7 +139,7 @@ def read_examples(
         raise UserInputError(f"{where} returned no examples")
     if as_dataset and isinstance(examples, ArrayExamples):
         tf = tensorflow()
-        with users_fault(lambda cause: f"{where} returned arrays that do not line up ({cause})"):
+        with users_fault(misaligned):
             dataset = tf.data.Dataset.from_tensor_slices(examples.data)
         examples = DatasetExamples(dataset, examples.n)
     return examples
