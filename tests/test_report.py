@@ -69,6 +69,23 @@ def test_a_trial_enqueued_that_no_worker_ran_is_not_counted_as_a_trial():
     assert trials_text(study) == "1 trials (1 ok); 1 enqueued, not run"
 
 
+def test_a_proposal_answered_without_training_is_not_counted_as_a_trial():
+    # The probes or the pins can answer a proposal without training it: the run's own
+    # notes do not count it as one of --trials, and nor does the count shown.
+    import optuna
+
+    from precsearch.stored import mark_answered_by_pins, mark_answered_by_probes
+
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    for mark in (None, mark_answered_by_pins, mark_answered_by_probes):
+        trial = study.ask()
+        trial.set_user_attr("status", "ok" if mark is None else "infeasible")
+        if mark is not None:
+            mark(trial)
+        study.tell(trial, [1.0, 0.0])
+    assert trials_text(study) == "1 trials (1 ok); 2 proposals answered without training"
+
+
 def test_a_short_summary_names_the_output_layer_that_stays_float32():
     policy = Policy(types={"Dense": "mixed_bfloat16"}).to_dict()
     assert summarize_policy(policy) == "bf16: Dense; fp32: rest"

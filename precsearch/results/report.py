@@ -8,6 +8,7 @@ from precsearch.policy.layers import LayerRecord
 from precsearch.records import TrialResult
 from precsearch.stats import figures_text
 from precsearch.stored import (
+    answered_without_training,
     baseline_of,
     confirmation_of,
     is_repeat,
@@ -243,12 +244,15 @@ def trials_text(study: Any) -> str:
     """``12 trials (9 ok, 3 too_slow); 2 repeats of a measured policy, not run again``:
     a sampler's repeat is stored with the earlier figures but is not a trial, and nor is
     a trial enqueued (a baseline, an FP32 twin) that no worker ran before the study
-    stopped: it is said apart, ``1 enqueued, not run``."""
+    stopped: it is said apart, ``1 enqueued, not run``, as is a proposal the probes or the
+    pins answered without training (as the run's own notes count them)."""
     counts: dict[str, int] = {}
-    repeats = waiting = 0
+    repeats = waiting = answered = 0
     for trial in study.get_trials(deepcopy=False):
         if is_repeat(trial):
             repeats += 1
+        elif answered_without_training(trial):
+            answered += 1
         elif trial.state.name == "WAITING":
             waiting += 1
         else:
@@ -259,4 +263,6 @@ def trials_text(study: Any) -> str:
     plural = "s" if repeats > 1 else ""
     again = f"; {repeats} repeat{plural} of a measured policy, not run again" if repeats else ""
     queued = f"; {waiting} enqueued, not run" if waiting else ""
-    return text + again + queued
+    plural = "s" if answered > 1 else ""
+    ruled = f"; {answered} proposal{plural} answered without training" if answered else ""
+    return text + again + ruled + queued
