@@ -11,10 +11,12 @@ import pytest
 
 from precsearch.cli import build_parser
 from precsearch.cli.commands import run_options
+from precsearch.errors import UserInputError
 from precsearch.study.options import (
     SearchOptions,
     count,
     flagless,
+    fp32_run_count,
     option_flags,
     positive_float,
     positive_int,
@@ -101,6 +103,7 @@ def test_renamed_flags_reach_their_fields():
         (positive_float, "nan", "nan is not a positive number"),
         (positive_float, "1e", "'1e' is not a number"),
         (seconds, "-1", "-1.0 is not a positive number"),
+        (fp32_run_count, "2", "2 is fewer than 3"),
     ],
 )
 def test_a_flags_converter_says_what_is_wrong(convert, text, message):
@@ -120,6 +123,7 @@ def test_converters_read_good_values():
         (["finish", "s", "--storage", "x", "--confirm", "0"], "0 is not a positive integer"),
         (["run", "m.py", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
         (["probe", "m.py", "--probe-time", "0"], "0.0 is not a positive number"),
+        (["run", "m.py", "--fp32-runs", "2"], "argument --fp32-runs: 2 is fewer than 3"),
     ],
 )
 def test_a_bad_flag_value_is_one_line_that_says_why(argv, message, capsys):
@@ -127,3 +131,13 @@ def test_a_bad_flag_value_is_one_line_that_says_why(argv, message, capsys):
         build_parser().parse_args(argv)
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_fp32_runs_set_the_budgets_reference_runs_for_every_worker_of_the_study():
+    options = run_options(build_parser().parse_args(["run", "m.py", "--fp32-runs", "3"]))
+    assert options.budget().ref_seeds == 3 and SearchOptions().budget().ref_seeds == 8
+    assert options.shared()["fp32_runs"] == 3  # stored in the study: workers run the same
+    # The notebook's search(fp32_runs=...) skips the parser: resolved() says the same.
+    for wrong in (2, 3.0, True):
+        with pytest.raises(UserInputError, match=f"^--fp32-runs {wrong!r}: expected an integer"):
+            SearchOptions(fp32_runs=wrong).resolved({})
