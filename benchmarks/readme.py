@@ -62,7 +62,7 @@ def _elsewhere(page: str) -> str:
 
 def _quality_table() -> list[str]:
     lines = [
-        "| example | answer | batch, XLA | vs your FP32 | = precision | x batch/XLA | "
+        "| example | answer | batch, XLA | vs your FP32 | each part adds | left out | "
         "to FP32 quality | global recipe | TF graph rewrite | FP32 copy (A/A) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -74,11 +74,19 @@ def _quality_table() -> list[str]:
         # An FP32 answer has no ratio to FP32: its copy's reading is the instrument's error.
         vs = "FP32 itself" if r["best_is_fp32"] == "True" else r["vs_fp32"]
         lines.append(
-            f"| {r['example']} | {answer} | {config} | {vs} | {r['from_precision']} | "
-            f"{r['from_batch_and_xla']} | {r['time_to_quality']} | {r['global_peer']} | "
+            f"| {r['example']} | {answer} | {config} | {vs} | {_parts(r)} | "
+            f"{r.get('left_out', '-')} | {r['time_to_quality']} | {r['global_peer']} | "
             f"{r['rewrite_peer']} | {r['fp32_copy_vs_fp32']} ±{r['instrument_error_pct']}% |"
         )
     return lines
+
+
+def _parts(row: dict[str, str]) -> str:
+    """What each part of the answer adds; rows from before the parts were judged one by
+    one (the speedup split into precision x batch size and XLA) say it their way."""
+    if "parts" in row:
+        return row["parts"]
+    return f"precision {row['from_precision']} x batch/XLA {row['from_batch_and_xla']}"
 
 
 def _repeatability() -> str:

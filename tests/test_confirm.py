@@ -13,7 +13,7 @@ from precsearch import Policy
 from precsearch.records import Budget, Confirmation, Measurement, TrialResult
 from precsearch.stats import ratio_figures
 from precsearch.study.confirm import confirm
-from precsearch.study.verdict import report
+from precsearch.study.verdict import parts_of, report, simpler_configs
 
 FP32 = Policy(batch_size=32)
 BF16 = Policy(default="mixed_bfloat16", batch_size=32)
@@ -28,31 +28,79 @@ def fresh_rounds(seed: int, **speeds: float) -> Measurement:
     return measured(fp32=fp32, null=list(fp32), **scaled)
 
 
-def test_the_report_splits_the_speedup_into_precision_and_batch_size_with_xla():
-    fresh = fresh_rounds(6, best=1.62, best_fp32=1.2, **{"global": 0.6})
+def parts_speeds(winner: Policy, adds: dict[str, float]) -> dict[str, float]:
+    """The true speeds of the winner (``best``) and of every simpler policy, each part
+    kept adding ``adds[part]`` times."""
+
+    def speed(policy: Policy) -> float:
+        return math.prod(adds[part] for part in parts_of(policy, FP32))
+
+    simpler = {label: speed(policy) for label, policy in simpler_configs(winner, FP32)}
+    return {"best": speed(winner), **simpler}
+
+
+def parts_rounds(seed: int, winner: Policy, adds: dict[str, float], **speeds: float):
+    """Fresh rounds of FP32, its exact copy, the winner and every simpler policy
+    (:func:`parts_speeds`) and each label of ``speeds``."""
+    return fresh_rounds(seed, **parts_speeds(winner, adds), **speeds)
+
+
+def test_the_report_says_what_each_part_adds_the_others_kept():
+    adds = {"precision": 1.35, "batch": 1.2, "xla": 1.1}
+    fresh = parts_rounds(6, BIG_BF16, adds, **{"global": 0.6})
     peers = {"global": {"status": "feasible", "reason": ""}}
     best, verdict = report(fresh, BIG_BF16, FP32, peers)
-    assert best["answer"] == "winner" and best["repeated"]
-    assert best["speedup_vs_fp32"]["estimate"] == pytest.approx(1.62)
-    assert best["precision"]["estimate"] == pytest.approx(1.35)
-    assert best["config"]["estimate"] == pytest.approx(1.2)
-    assert best["speedup_vs_global_mixed"]["estimate"] == pytest.approx(2.7)
-    assert "1.62x (1.62-1.62) FP32 = 1.35x from bfloat16 x 1.20x from batch 128 with XLA" in (
-        verdict
+    assert best["answer"] == "winner" and best["repeated"] and not best["left_out"]
+    assert best["speedup_vs_fp32"]["estimate"] == pytest.approx(1.782)
+    assert {p: f["estimate"] for p, f in best["parts"].items()} == pytest.approx(adds)
+    assert best["speedup_vs_global_mixed"]["estimate"] == pytest.approx(2.97)
+    assert verdict.startswith(
+        "bfloat16 at batch 128 with XLA: 1.78x (1.78-1.78) FP32 (what each part adds, the "
+        "others kept: bfloat16 1.35x (1.35-1.35), batch 128 1.20x (1.20-1.20), XLA 1.10x"
     )
     assert peers["global"]["vs_fp32"]["estimate"] == pytest.approx(0.6)
 
 
 def test_an_answer_whose_precision_costs_gives_way_to_its_fp32_twin():
-    fresh = fresh_rounds(7, best=1.14, best_fp32=1.44)
-    best, verdict = report(fresh, BIG_BF16, FP32, {}, twin_feasible=True)
-    assert best["answer"] == "twin"
+    fresh = parts_rounds(7, BIG_BF16, {"precision": 0.79, "batch": 1.2, "xla": 1.2})
+    best, verdict = report(fresh, BIG_BF16, FP32, {}, trains_like_fp32=lambda p: True)
+    assert best["answer"] == "simpler" and Policy.from_dict(best["policy"]) == BIG_FP32
     assert best["speedup_vs_fp32"]["estimate"] == pytest.approx(1.44)
+    assert list(best["left_out"]) == ["precision"] and set(best["parts"]) == {"batch", "xla"}
     assert verdict.startswith("FP32 at batch 128 with XLA: 1.44x")
-    assert "bfloat16 there costs 21%" in verdict
-    # Without a twin that trains like FP32, the measured winner stands.
-    best, _ = report(fresh, BIG_BF16, FP32, {}, twin_feasible=False)
+    assert "bfloat16 costs 21% (0.79x (0.79-0.79)): left out" in verdict
+    # Without a twin that trains like FP32, the measured winner stands, and says why.
+    best, verdict = report(fresh, BIG_BF16, FP32, {}, trains_like_fp32=lambda p: False)
     assert best["answer"] == "winner"
+    assert "bfloat16 stays although it adds only 0.79x" in verdict
+    assert "without it the policy did not train like FP32" in verdict
+
+
+def test_an_xla_part_within_the_instruments_error_is_left_out():
+    # bfloat16 with XLA, where XLA adds nothing: bfloat16 alone is the answer.
+    winner = Policy(default="mixed_bfloat16", batch_size=32, jit_compile=True)
+    fresh = noisy_copy_rounds(15, **parts_speeds(winner, {"precision": 1.5, "xla": 1.0}))
+    asked: list[Policy] = []
+
+    def trains_like_fp32(policy: Policy) -> bool:
+        asked.append(policy)
+        return True
+
+    best, verdict = report(fresh, winner, FP32, {}, trains_like_fp32, spread=(0.0, 0))
+    assert best["answer"] == "simpler" and Policy.from_dict(best["policy"]) == BF16
+    assert asked == [BF16]  # only the simpler policy that would be the answer is asked
+    assert verdict.startswith("bfloat16: 1.48x")  # over FP32 pooled with its 3% fast copy
+    assert (
+        "XLA adds 1.00x (1.00-1.00), not confidently above 1 (one-sided 95% lower bound" in verdict
+    )
+
+
+def test_a_batch_size_whose_simpler_policy_trains_worse_stays_and_says_why():
+    winner = Policy(default="mixed_bfloat16", batch_size=128)
+    fresh = parts_rounds(16, winner, {"precision": 1.4, "batch": 1.0})
+    best, verdict = report(fresh, winner, FP32, {}, lambda p: p.batch_size != 32)
+    assert best["answer"] == "winner" and set(best["parts"]) == {"precision", "batch"}
+    assert "batch 128 stays although it adds only 1.00x" in verdict
 
 
 def test_when_fp32_is_the_answer_it_reads_as_your_training_with_the_instrument_error():
@@ -85,21 +133,26 @@ def noisy_copy_rounds(seed: int, **speeds: float) -> Measurement:
     return fresh
 
 
-def test_a_precision_part_within_the_instruments_error_is_left_out_for_the_fp32_twin():
+def test_a_precision_part_within_the_spread_of_identical_instances_is_left_out():
     # bfloat16 adds 2% on top of batch 128 with XLA: real on these exact rounds, but less
-    # than two identical FP32 models read apart, so the simpler policy is the answer.
-    fresh = noisy_copy_rounds(12, best=1.44 * 1.02, best_fp32=1.44)
+    # than two identical FP32 models read apart (3%), so the simpler policy is the answer.
+    adds = {"precision": 1.02, "batch": 1.2, "xla": 1.2}
+    fresh = noisy_copy_rounds(12, **parts_speeds(BIG_BF16, adds))
     copy = ratio_figures(fresh.rates["null"], fresh.rates["fp32"])
     assert copy["estimate"] > 1.02  # the copy reads further off than bfloat16 adds
-    # The rounds' noise alone (no between-instance spread): the margin leaves it out.
-    best, verdict = report(fresh, BIG_BF16, FP32, {}, twin_feasible=True, spread=(0.0, 0))
-    assert best["answer"] == "twin" and best["precision"]["low"] > 1
-    assert "bfloat16 there adds 1.02x (1.02-1.02), not confidently beyond the 1.03x" in verdict
-    # 1.42x: against FP32's two instances pooled, the copy reading 3% fast.
+    # Identical instances read 3% apart: each instance's offset varies by about 2% (sd),
+    # as the spread pooled over every pair of instances of both stages says.
+    spread = (0.02**2, 20)
+    best, verdict = report(fresh, BIG_BF16, FP32, {}, lambda p: True, spread=spread)
+    assert best["answer"] == "simpler" and list(best["left_out"]) == ["precision"]
+    assert "bfloat16 adds 1.02x (0.9" in verdict and "the spread of identical instances" in verdict
     assert verdict.startswith("FP32 at batch 128 with XLA: 1.42x") and ": left out" in verdict
+    # The rounds' noise alone would keep it: the instances' spread is what decides.
+    best, _ = report(fresh, BIG_BF16, FP32, {}, lambda p: True, spread=(0.0, 0))
+    assert best["answer"] == "winner" and best["parts"]["precision"]["low"] > 1
     # A part well beyond the instrument's error stays.
-    fresh = noisy_copy_rounds(12, best=1.44 * 1.3, best_fp32=1.44)
-    best, _ = report(fresh, BIG_BF16, FP32, {}, twin_feasible=True, spread=(0.0, 0))
+    fresh = noisy_copy_rounds(12, **parts_speeds(BIG_BF16, {**adds, "precision": 1.3}))
+    best, _ = report(fresh, BIG_BF16, FP32, {}, lambda p: True, spread=spread)
     assert best["answer"] == "winner"
 
 
@@ -120,6 +173,7 @@ class ScriptedExecutor:
         self.machine = SimulatedMachine(speeds, seed=0)
         self.peer = peer
         self.asked: list[list[tuple[str, Policy | None]]] = []
+        self.trials: list[Policy] = []
 
     def confirm(self, configs, orders, block):
         if not self.asked or self.asked[-1] != configs:
@@ -127,7 +181,10 @@ class ScriptedExecutor:
         return self.machine.confirm(configs, orders, block)
 
     def run_trial(self, policy, budget, peer=None):
-        assert policy is None and peer == "graph_rewrite"
+        if policy is not None:  # a simpler answer's quality, judged by a trial of its own
+            self.trials.append(policy)
+            return TrialResult(policy=policy.to_dict(), status="ok", fidelity_gap=0.1)
+        assert peer == "graph_rewrite"
         return self.peer
 
 
@@ -140,7 +197,7 @@ def scripted_study(trials: list[dict]) -> optuna.Study:
     def objective(trial):
         spec = next(script)
         trial.suggest_int("n", trial.number, trial.number)
-        for key in ("baseline", "reason"):
+        for key in ("baseline", "reason", "status"):
             if key in spec:
                 trial.set_user_attr(key, spec[key])
         trial.set_user_attr("result", {"policy": spec["policy"].to_dict()})
@@ -166,17 +223,23 @@ def test_confirm_chooses_then_reports_fresh_rounds_with_peers_judged():
         ]
     )
     rewrite = TrialResult(policy=FP32.to_dict(), status="ok", fidelity_gap=0.3)
-    speeds = {"fp32": 1.0, "null": 1.0, "c0": 1.7, "best": 1.7, "best_fp32": 1.2,
-              "graph_rewrite": 0.4}  # fmt: skip
+    adds = {"precision": 1.4, "batch": 1.2, "xla": 1.2}
+    speeds = {"fp32": 1.0, "null": 1.0, "c0": 2.016, "graph_rewrite": 0.4,
+              **parts_speeds(BIG_BF16, adds)}  # fmt: skip
     executor = ScriptedExecutor(speeds, rewrite)
     record = confirm(study, executor, Budget(steps=20), seconds=30, block=10, seed=3)
     selection, fresh = executor.asked
     # Each configuration as two instances built apart, new ones for the fresh rounds
     # (FP32's are its timing model and the copy; the graph rewrite has one).
     assert [label for label, _ in selection] == ["fp32", "null", "c0", "c0#2"]  # no global
+    # The winner and every simpler policy between it and FP32 (some of its parts set back).
+    simpler = [f"best_without_{x}" for x in ("precision", "batch", "precision_batch", "xla",
+                                             "precision_xla", "batch_xla")]  # fmt: skip
     assert [label for label, _ in fresh] == [
-        "fp32", "null", "best", "best#2", "best_fp32", "best_fp32#2", "graph_rewrite"]  # fmt: skip
-    assert dict(fresh)["best_fp32"] == BIG_FP32 and dict(fresh)["graph_rewrite"] is None
+        "fp32", "null", "best", "best#2", *(f"{x}{i}" for x in simpler for i in ("", "#2")),
+        "graph_rewrite"]  # fmt: skip
+    assert dict(fresh)["best_without_precision"] == BIG_FP32
+    assert dict(fresh)["best_without_batch_xla"] == BF16 and dict(fresh)["graph_rewrite"] is None
     # The worker keeps one traced model per policy (its JSON, the instance tag in it):
     # every instance in either stage is one of its own, but FP32's timing model.
     built = [(label == "null", p.to_dict()) for label, p in selection + fresh if p]
@@ -184,7 +247,8 @@ def test_confirm_chooses_then_reports_fresh_rounds_with_peers_judged():
     assert "#2" not in record.verdict and "c0#2" not in str(record.candidates)
     assert record.best_trial == 2 and not record.best_is_fp32 and record.seed == 3
     assert record.best_policy == BIG_BF16.to_dict()
-    assert record.best["speedup_vs_fp32"]["estimate"] == pytest.approx(1.7, rel=0.05)
+    assert record.best["speedup_vs_fp32"]["estimate"] == pytest.approx(2.016, rel=0.05)
+    assert record.best["answer"] == "winner" and not executor.trials
     assert record.candidates[0]["wins"] and record.candidates[0]["trial"] == 2
     assert record.peers["global"]["status"] == "infeasible"
     assert "vs_fp32" not in record.peers["global"]
@@ -196,6 +260,33 @@ def test_confirm_chooses_then_reports_fresh_rounds_with_peers_judged():
     # Where the confirmation's time went, phase by phase (the export's is added by run).
     assert set(record.seconds) == {"selection", "peers", "fresh"}
     assert all(s >= 0 for s in record.seconds.values())
+
+
+def test_a_simpler_answer_is_judged_by_its_trial_or_by_a_trial_of_its_own():
+    # XLA adds nothing to bfloat16 at batch 128: the answer is the winner without it.
+    simpler = Policy(default="mixed_bfloat16", batch_size=128)
+    adds = {"precision": 1.4, "batch": 1.3, "xla": 1.0}
+    speeds = {"fp32": 1.0, "null": 1.0, "c0": 1.82, **parts_speeds(BIG_BF16, adds)}
+    base = {"baseline": "fp32", "policy": FP32, "values": (1.0, 0.2), "feasible": True}
+    winner = {"policy": BIG_BF16, "values": (1.8, 0.1), "feasible": True}
+    rewrite = TrialResult(policy=FP32.to_dict(), status="ok")
+    rewrite.numerics["rewrite_applied"] = False
+    # No trial of the simpler policy: one is run now, on the trials' budget.
+    executor = ScriptedExecutor(speeds, rewrite)
+    record = confirm(scripted_study([base, winner]), executor, Budget(steps=20), seconds=30, seed=3)
+    assert record.best["answer"] == "simpler" and list(record.best["left_out"]) == ["xla"]
+    assert Policy.from_dict(record.best_policy) == simpler and executor.trials == [simpler]
+    assert record.best["quality"] == {"trains_like_fp32": True, "by": "a trial of its own",
+                                      "fidelity_gap": 0.1, "status": "ok"}  # fmt: skip
+    assert record.best_trial == 1  # the winner's: the simpler policy has no trial
+    assert "XLA adds 1.0" in record.verdict and "left out" in record.verdict
+    # A trial of the study that ran that policy says instead, and is the answer's trial.
+    measured_simpler = {"policy": simpler, "values": (1.7, 0.1), "feasible": True, "status": "ok"}
+    study = scripted_study([base, winner, measured_simpler])
+    executor = ScriptedExecutor(speeds, rewrite)
+    record = confirm(study, executor, Budget(steps=20), seconds=30, seed=3)
+    assert record.best["answer"] == "simpler" and not executor.trials
+    assert record.best["quality"]["by"] == "trial 2" and record.best_trial == 2
 
 
 def test_a_rewrite_tensorflow_did_not_apply_is_not_available_not_a_ratio():

@@ -72,13 +72,13 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
         best = "FP32" if r["best_is_fp32"] else r["best_policy"]
         cells.append(
             [r["example"], r["budget"], best, r["batch_size"], "on" if r["jit"] else "off",
-             r["vs_fp32"], r["from_precision"], r["from_batch_and_xla"], r["time_to_quality"],
+             r["vs_fp32"], r["parts"], r["left_out"], r["time_to_quality"],
              r["global_peer"], r["rewrite_peer"], r["fp32_copy_vs_fp32"],
              f"±{r['instrument_error_pct']}%", f"{r['selection_rounds']}+{r['fresh_rounds']}",
              gap, f"{r['wall_s']} s"]
         )  # fmt: skip
-    columns = ["example", "budget", "answer", "batch", "XLA", "vs FP32", "= precision",
-               "x batch/XLA", "to FP32 quality", "global recipe", "TF graph rewrite",
+    columns = ["example", "budget", "answer", "batch", "XLA", "vs FP32", "each part adds",
+               "left out", "to FP32 quality", "global recipe", "TF graph rewrite",
                "FP32 copy", "error", "rounds", "gap", "wall"]  # fmt: skip
     return markdown_table(columns, cells)
 

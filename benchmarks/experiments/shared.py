@@ -23,7 +23,7 @@ from pages import ROOT
 
 import precsearch
 from precsearch import Policy, SearchResult
-from precsearch.records import Budget, Measurement, TrialResult
+from precsearch.records import PARTS, Budget, Measurement, TrialResult
 from precsearch.results.report import summarize_policy, time_split, ttq_text
 from precsearch.stats import figures_text, instrument_percent, ratio_figures
 from precsearch.stored import answered_by_probes, results_that_ran, study_record
@@ -207,6 +207,11 @@ def fp32_copy_fields(null_vs_fp32: dict[str, float]) -> dict[str, Any]:
     }
 
 
+def parts_text(parts: dict[str, Any] | None) -> str:
+    """``low precision 1.35x (1.30-1.41); XLA 1.10x (1.05-1.15)``, ``-`` for none."""
+    return "; ".join(f"{PARTS[p]} {figures_text(f)}" for p, f in (parts or {}).items()) or "-"
+
+
 def answer_fields(result: SearchResult) -> dict[str, Any]:
     """A finished search's trials and confirmed answer, as the benchmark tables show them."""
     record = result.confirmation
@@ -230,8 +235,9 @@ def answer_fields(result: SearchResult) -> dict[str, Any]:
         "vs_fp32": (
             FP32_ANSWER if record.best_is_fp32 else figures_text(confirmed["speedup_vs_fp32"])
         ),
-        "from_precision": figures_text(confirmed.get("from_precision")),
-        "from_batch_and_xla": figures_text(confirmed.get("from_batch_size_and_xla")),
+        # What each part kept adds (the others kept), and each part left out.
+        "parts": parts_text(confirmed.get("parts")),
+        "left_out": parts_text(confirmed.get("left_out")),
         "time_to_quality": ttq_text(confirmed.get("time_to_quality")),
         "vs_global": figures_text(confirmed.get("speedup_vs_global_mixed")),
         "global_peer": peer_text(peers.get("global")),

@@ -20,7 +20,14 @@ send them).
 from __future__ import annotations
 
 from precsearch.records._json import json_safe
-from precsearch.records.decisions import GRAPH_REWRITE, PEERS, Confirmation, Measurement, Winner
+from precsearch.records.decisions import (
+    GRAPH_REWRITE,
+    PARTS,
+    PEERS,
+    Confirmation,
+    Measurement,
+    Winner,
+)
 from precsearch.records.model import (
     CASTS,
     EXACT_INTEGERS,
@@ -45,6 +52,7 @@ from precsearch.records.results import (
 __all__ = [
     "CASTS",
     "GRAPH_REWRITE",
+    "PARTS",
     "PEERS",
     "GROUP_BY",
     "LR_RULES",

@@ -7,10 +7,14 @@ from typing import Any
 
 from precsearch.records._json import json_safe, known_fields
 
-__all__ = ["GRAPH_REWRITE", "PEERS", "Confirmation", "Measurement", "Winner"]
+__all__ = ["GRAPH_REWRITE", "PARTS", "PEERS", "Confirmation", "Measurement", "Winner"]
 
 # The label of TensorFlow's own graph rewrite, the peer measured beside every answer.
 GRAPH_REWRITE = "graph_rewrite"
+
+# What an answer can change from the user's training, each of which must earn its place
+# (:mod:`precsearch.study.verdict`), and their names for people.
+PARTS = {"precision": "low precision", "batch": "batch size", "xla": "XLA"}
 # The peers an answer is shown against, by their name in a confirmation's record, and the
 # baseline label prefix of the trial each one is (the graph rewrite is a trial of its own).
 PEERS = {
@@ -65,16 +69,18 @@ class Confirmation:
         fp32_trial: The FP32 baseline trial's number.
         bar: The A/A error (a ratio ≥ 1) a candidate's lower bound had to clear.
         best_trial: The answer's trial (the FP32 baseline trial when FP32 is the answer;
-            the winner's, when its FP32 twin replaced it without a trial of its own).
+            the winner's, when a simpler policy replaced it without a trial of its own).
         best_is_fp32: Whether the answer is the user's own FP32 training.
         best_policy: The answer's policy (JSON form).
-        best: The answer in fresh rounds: ``answer`` (``fp32``, ``winner`` or ``twin``),
-            ``speedup_vs_fp32`` (``None`` for FP32: the answer is the user's own
-            training, and the copy's figures are ``null_vs_fp32``),
-            ``speedup_vs_global_mixed``, ``precision`` and ``config`` (the speedup split
-            into what low precision adds at the answer's batch size and XLA setting, and
-            what those add to FP32), ``repeated`` (whether the winner
-            repeated), ``instrument_error``, ``batch_size`` and ``jit_compile``.
+        best: The answer in fresh rounds: ``answer`` (``fp32``, ``winner`` or
+            ``simpler``: the winner with the parts left out that did not earn their
+            place, its ``policy``, the winner's figures in ``replaced`` and how its
+            quality was judged in ``quality``), ``speedup_vs_fp32`` (``None`` for FP32:
+            the answer is the user's own training, and the copy's figures are
+            ``null_vs_fp32``), ``speedup_vs_global_mixed``, ``parts`` (by :data:`PARTS`:
+            what each part kept adds, the others kept), ``left_out`` (the same for each
+            part left out), ``repeated`` (whether the winner repeated),
+            ``instrument_error``, ``batch_size`` and ``jit_compile``.
         null_vs_fp32: The FP32 copy against FP32 in the fresh rounds.
         peers: Per peer (``global``: one global mixed policy with a float32 output;
             ``graph_rewrite``: TensorFlow's own): ``{vs_fp32, status, reason, trial}``;

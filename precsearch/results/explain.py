@@ -186,9 +186,9 @@ def why_lines(
 
 
 def answer_params(study: Any, record: Any) -> dict[str, str]:
-    """The dtype parameters of a confirmed answer (``{}`` when it is FP32, a twin
-    included)."""
-    if record is None or record.best_is_fp32 or record.best.get("answer") == "twin":
+    """The dtype parameters of a confirmed answer (``{}`` when it is FP32, at any batch
+    size and XLA setting)."""
+    if record is None or record.best_is_fp32 or "precision" in record.best.get("left_out", {}):
         return {}
     params = study.trials[record.best_trial].params
     return {k: str(v) for k, v in params.items() if k == "dtype" or k.startswith("dtype:")}

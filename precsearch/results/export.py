@@ -123,14 +123,18 @@ def best_policy_with_manifest(study: Any) -> Policy:
     chosen = record.best
     result = result_of(trial)
     fp32 = fp32_result(study)
-    twin = chosen.get("answer") == "twin" and stored_policy(trial) != policy
+    # A simpler answer than the winner (a part left out) without a trial of its own: its
+    # quality is what the confirmation found for it (chosen["quality"]).
+    borrowed = stored_policy(trial) != policy
+    quality = chosen.get("quality", {})
     policy.manifest = {
         "confirmed": {
             "speedup_vs_fp32": chosen.get("speedup_vs_fp32"),
             "speedup_vs_global_mixed": chosen.get("speedup_vs_global_mixed"),
             "time_to_quality": chosen.get("time_to_quality"),
-            "from_precision": chosen.get("precision"),
-            "from_batch_size_and_xla": chosen.get("config"),
+            # What each part kept adds (the others kept), and each part left out.
+            "parts": chosen.get("parts", {}),
+            "left_out": chosen.get("left_out", {}),
             "answer": chosen.get("answer"),
             "repeated_on_fresh_rounds": chosen.get("repeated"),
             "rounds": record.rounds,
@@ -142,9 +146,9 @@ def best_policy_with_manifest(study: Any) -> Policy:
             "peers": record.peers,
         },
         "fidelity": {
-            # The twin's own judgement when it replaced a winner without a trial.
-            "gap": result.twin.get("fidelity_gap") if twin else result.fidelity_gap,
-            "gaps": {} if twin else result.numerics.get("gaps", {}),
+            "gap": quality.get("fidelity_gap") if borrowed else result.fidelity_gap,
+            "gaps": {} if borrowed else result.numerics.get("gaps", {}),
+            "judged_by": quality.get("by", f"trial {trial.number}"),
             "precision_gap": result.precision_gap,
             "fp32_as_a_candidate": fp32.fidelity_gap if fp32 else None,
             "judging": (fp32.numerics.get("judging") if fp32 else None) or "every figure",
@@ -164,7 +168,7 @@ def best_policy_with_manifest(study: Any) -> Policy:
         },
         # The exported SavedModel's signature: input and output names, what each output holds.
         "serving": (info.serving if info else None) or {},
-        "feasible": is_feasible(trial),
+        "feasible": bool(quality.get("trains_like_fp32")) if borrowed else is_feasible(trial),
         "is_fp32": record.best_is_fp32,
         "verdict": record.verdict,
         "study": study.study_name,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from precsearch.files import write_text_atomic
-from precsearch.records import PEERS
+from precsearch.records import PARTS, PEERS
 from precsearch.results.explain import (
     PINS_LEGEND,
     PROBE_LEGEND,
@@ -172,11 +172,12 @@ def _answer_html(study: Any) -> str:
     else:
         rows = [("answer vs your FP32 training", figures_text(best.get("speedup_vs_fp32")))]
     if not record.best_is_fp32:
+        rows += [(f"{PARTS[p]} adds", figures_text(f)) for p, f in best.get("parts", {}).items()]
         rows += [
-            ("= from low precision", figures_text(best.get("precision"))),
-            ("x from batch size / XLA", figures_text(best.get("config"))),
-            ("vs the global recipe", figures_text(best.get("speedup_vs_global_mixed"))),
+            (f"{PARTS[p]} left out", f"adds {figures_text(f)}")
+            for p, f in best.get("left_out", {}).items()
         ]
+        rows.append(("vs the global recipe", figures_text(best.get("speedup_vs_global_mixed"))))
         rows.append(("time to FP32's quality", ttq_text(best.get("time_to_quality"))))
     rows.append(("a copy of FP32 (instrument error)", figures_text(record.null_vs_fp32)))
     for name, peer in record.peers.items():

@@ -25,16 +25,17 @@ it was chosen on (the same curse, once more). After the trials, :func:`confirm`:
    (:mod:`precsearch.engine.peers`) by a trial of its own. A peer that did not train like
    FP32 is reported infeasible with its reason, never as a ratio.
 3. **repeats and reports** on fresh rounds of new instances (FP32's timing model stays):
-   FP32, a new copy, the winner, the winner's FP32 twin (FP32 at its batch size and XLA
-   setting, so that the speedup splits into what precision adds and what the batch size
-   and XLA add) and the feasible peers, until
+   FP32, a new copy, the winner, every simpler policy between the winner and FP32 (some
+   of the parts it changes, low precision, batch size and XLA, set back to the user's:
+   :func:`precsearch.study.verdict.simpler_configs`) and the feasible peers, until
    :func:`~precsearch.study.selection.settled`. The winner must repeat (its one-sided
    95% lower bound over FP32 above 1, the spread between instances of both stages in the
    interval: the test that bounds false winners), or the answer is FP32 and the verdict
-   says which candidate failed to repeat. A winner whose precision part's lower bound
-   does not clear what the copy reads against FP32 gives way to its FP32 twin when the
-   twin trains like FP32 (:func:`precsearch.study.verdict.report`). A selection that
-   ended undecided without a winner is said so, not as FP32 having won.
+   says which candidate failed to repeat. Then each part must earn its place beyond what
+   the copy reads against FP32; one that does not is left out where the simpler policy
+   trains like FP32 (by its trial, or a trial of its own run now: :class:`Quality`), and
+   the verdict says so (:func:`precsearch.study.verdict.report`). A selection that ended
+   undecided without a winner is said so, not as FP32 having won.
 
 The record is a :class:`~precsearch.records.Confirmation`, stored in the study.
 """
@@ -42,6 +43,7 @@ The record is a :class:`~precsearch.records.Confirmation`, stored in the study.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -69,14 +71,9 @@ from precsearch.study.selection import (
     settled,
     spread_of,
 )
-from precsearch.study.verdict import precision_words, report
+from precsearch.study.verdict import report, simpler_configs, without
 
-__all__ = ["confirm", "twin_of"]
-
-
-def twin_of(policy: Policy) -> Policy:
-    """FP32 at ``policy``'s batch size, LR rule and XLA setting."""
-    return dataclasses.replace(policy, default="float32", types={}, layers={}, manifest={})
+__all__ = ["Quality", "confirm"]
 
 
 def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[str, Any]]:
@@ -108,21 +105,51 @@ def _peer_records(study: Any, executor: Any, budget: Budget) -> dict[str, dict[s
     return peers
 
 
-def _twin(study: Any, winner_trial: Any) -> tuple[Any | None, bool]:
-    """The winner's FP32 twin trial (or ``None``), and whether the twin trains like FP32:
-    by its own trial, else by the FP32 run the winner's trial was compared with."""
-    twin = twin_of(stored_policy(winner_trial))
-    for trial in measured_trials(study):
-        if stored_policy(trial) == twin:
-            return trial, is_feasible(trial)
-    result = result_of(winner_trial)
-    return None, bool(result) and result.twin.get("status") == "ok"
+class Quality:
+    """Whether a simpler policy than the winner trains like FP32, asked by the verdict of
+    one that would be the answer: a measured trial of that
+    policy that ran to its end says; else the winner's trial where it is the winner's FP32
+    twin (judged beside it); else a trial of its own, run now on the trials' budget (not
+    stopped for speed). Each answer is kept in :attr:`checked` (by the policy's JSON):
+    ``trains_like_fp32``, ``by`` (what said so), the ``trial`` or ``result``."""
+
+    def __init__(
+        self, study: Any, executor: Any, budget: Budget, base: Policy, winner_trial: Any
+    ) -> None:
+        self.study, self.executor, self.base, self.winner_trial = (
+            study, executor, base, winner_trial)  # fmt: skip
+        self.budget = dataclasses.replace(budget, stop_slow=False)
+        self.checked: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, policy: Policy) -> bool:
+        key = json.dumps(policy.to_dict(), sort_keys=True)
+        if key not in self.checked:
+            self.checked[key] = self._judge(policy)
+        return self.checked[key]["trains_like_fp32"]
+
+    def of(self, policy: Policy) -> dict[str, Any]:
+        """What was found for ``policy`` (``{}``: never asked, or the user's training)."""
+        return self.checked.get(json.dumps(policy.to_dict(), sort_keys=True), {})
+
+    def _judge(self, policy: Policy) -> dict[str, Any]:
+        for trial in measured_trials(self.study):
+            if stored_policy(trial) == policy and status_of(trial) in ("ok", "infeasible"):
+                return {"trains_like_fp32": is_feasible(trial), "by": f"trial {trial.number}",
+                        "trial": trial.number}  # fmt: skip
+        winner = stored_policy(self.winner_trial)
+        result = result_of(self.winner_trial)
+        if policy == without(winner, self.base, ["precision"]) and result and result.twin:
+            return {"trains_like_fp32": result.twin.get("status") == "ok",
+                    "by": f"trial {self.winner_trial.number}'s FP32 twin",
+                    "fidelity_gap": result.twin.get("fidelity_gap")}  # fmt: skip
+        own = self.executor.run_trial(policy, self.budget)
+        return {"trains_like_fp32": own.status == "ok", "by": "a trial of its own",
+                "result": own}  # fmt: skip
 
 
-def _time_to_quality(trial: Any, speedup: dict[str, Any]) -> dict[str, Any]:
+def _time_to_quality(result: Any, speedup: dict[str, Any]) -> dict[str, Any]:
     """The answer's wall time to FP32's quality against FP32's, on the confirmed speed:
     its trial's samples to the quality target over FP32's, times the confirmed ratio."""
-    result = result_of(trial)
     ttq = result.time_to_quality if result else {}
     out = {"outcome": ttq.get("outcome", "not measured"), "trace_s": ttq.get("trace_s")}
     if ttq.get("samples") and ttq.get("fp32_samples"):
@@ -144,41 +171,45 @@ def _candidates(study: Any, base: Policy, top: int) -> tuple[list[str], dict[str
 
 
 def _fresh_configs(
-    study: Any, base: Policy, winner_trial: Any | None, peers: dict[str, dict[str, Any]]
-) -> tuple[list[tuple[str, Policy | None]], Any | None, bool]:
-    """What the fresh rounds time: FP32 and its copy, the winner and its FP32 twin, the
-    peers that train like FP32; and the twin's trial and whether it trains like FP32."""
+    base: Policy, winner: Policy | None, peers: dict[str, dict[str, Any]], study: Any
+) -> list[tuple[str, Policy | None]]:
+    """What the fresh rounds time: FP32 and its copy, the winner and every simpler policy
+    between it and FP32, the peers that train like FP32."""
     configs: list[tuple[str, Policy | None]] = [("fp32", base), ("null", base)]
-    twin_trial, twin_feasible = None, False
-    if winner_trial is not None:
-        winner = stored_policy(winner_trial)
-        configs.append(("best", winner))
-        at_users_setting = (winner.batch_size, winner.jit_compile) == (
-            base.batch_size, base.jit_compile)  # fmt: skip
-        if precision_words(winner) != "float32" and not at_users_setting:
-            configs.append(("best_fp32", twin_of(winner)))
-            twin_trial, twin_feasible = _twin(study, winner_trial)
+    if winner is not None:
+        configs += [("best", winner), *simpler_configs(winner, base)]
     for name in ("global", "global_except_pinned"):
         if peers.get(name, {}).get("status") == "feasible":
             configs.append((name, stored_policy(study.trials[peers[name]["trial"]])))
     if peers[GRAPH_REWRITE]["status"] == "feasible":
         configs.append((GRAPH_REWRITE, None))
-    return configs, twin_trial, twin_feasible
+    return configs
 
 
 def _settle(
-    best: dict[str, Any], base: Policy, fp32: Any, winner_trial: Any | None, twin_trial: Any | None
+    best: dict[str, Any], base: Policy, fp32: Any, winner_trial: Any | None, quality: Quality
 ) -> tuple[Policy, Any | None]:
-    """The answer's policy and trial by ``best["answer"]``; ``best`` gets the answer's
-    time to FP32's quality, or the winner that did not repeat."""
-    winner = stored_policy(winner_trial) if winner_trial is not None else None
-    answer = {"fp32": base, "winner": winner, "twin": winner and twin_of(winner)}[best["answer"]]
-    best_trial = {"fp32": fp32, "winner": winner_trial, "twin": twin_trial}[best["answer"]]
-    if winner_trial is not None and best["answer"] == "fp32":
-        best["not_repeated"] = {"trial": winner_trial.number}
-    if best_trial is not None and best["answer"] != "fp32":
-        best["time_to_quality"] = _time_to_quality(best_trial, best["speedup_vs_fp32"])
-    return answer, best_trial
+    """The answer's policy and its trial (``None`` where a simpler answer has none) by
+    ``best["answer"]``; ``best`` gets the answer's time to FP32's quality and how a
+    simpler answer's quality was judged, or the winner that did not repeat."""
+    if best["answer"] == "fp32":
+        if winner_trial is not None:
+            best["not_repeated"] = {"trial": winner_trial.number}
+        return base, fp32
+    if best["answer"] == "winner":
+        answer, trial = stored_policy(winner_trial), winner_trial
+        result = result_of(trial)
+    else:
+        answer = Policy.from_dict(best["policy"])
+        found = quality.of(answer)
+        number = found.get("trial")
+        trial = None if number is None else quality.study.trials[number]
+        result = result_of(trial) if trial is not None else found.get("result")
+        best["quality"] = {k: v for k, v in found.items() if k != "result"}
+        if result is not None:
+            best["quality"].update(fidelity_gap=result.fidelity_gap, status=result.status)
+    best["time_to_quality"] = _time_to_quality(result, best["speedup_vs_fp32"])
+    return answer, trial
 
 
 def confirm(
@@ -233,7 +264,7 @@ def confirm(
     spent["peers"] = time.perf_counter() - start
     winner_trial = by_label[chosen_by.winner] if chosen_by.winner else None
     winner = stored_policy(winner_trial) if winner_trial else None
-    configs, twin_trial, twin_feasible = _fresh_configs(study, base, winner_trial, peers)
+    configs = _fresh_configs(base, winner, peers, study)
 
     start = time.perf_counter()
     configs = instance_configs(configs, "fresh")  # new instances: their offsets are new
@@ -241,8 +272,9 @@ def confirm(
     spent["fresh"] = time.perf_counter() - start
     undecided = None if chosen_by.decided else seconds
     spread = spread_of(selection, fresh)  # one instrument: both stages' instances
-    best, verdict = report(fresh, winner, base, peers, twin_feasible, undecided, spread)
-    answer, best_trial = _settle(best, base, fp32, winner_trial, twin_trial)
+    quality = Quality(study, executor, budget, base, winner_trial)
+    best, verdict = report(fresh, winner, base, peers, quality, undecided, spread)
+    answer, best_trial = _settle(best, base, fp32, winner_trial, quality)
     record = Confirmation(
         rounds={"selection": len(selection.orders), "fresh": len(fresh.orders)},
         block=block,

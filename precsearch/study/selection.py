@@ -144,13 +144,14 @@ def bounds(
     label: str,
     alpha: float,
     spread: tuple[float, int] | None = None,
+    over: str = "fp32",
 ) -> tuple[float, float]:
     """``(lower, upper)``: one-sided bounds at ``1 - alpha`` of ``label``'s speed over
-    FP32's, each side's instances pooled per round (FP32's are ``fp32`` and ``null``) and
+    ``over``'s (FP32's: ``fp32`` and ``null``), each side's instances pooled per round and
     the between-instance spread in the interval: identical instances read apart for good
     (2-4% on CPUs), which more rounds of the same instances do not average away."""
     spread = spread_of(measured) if spread is None else spread
-    return pooled_bounds(instances(measured, label), instances(measured, "fp32"), alpha, spread)
+    return pooled_bounds(instances(measured, label), instances(measured, over), alpha, spread)
 
 
 @dataclasses.dataclass

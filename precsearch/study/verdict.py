@@ -2,24 +2,39 @@
 
 The winner is the answer only if it repeats: its one-sided lower bound at ``1 - ALPHA``
 over FP32 on these rounds of new instances above 1, the between-instance spread in the
-interval. Its speed splits into what low precision adds and what the batch size and XLA
-add (its FP32 twin measured beside it); the precision part stays only where its lower
-bound clears the instrument's own error in those rounds (what the A/A copy reads against
-FP32), else the FP32 twin is the answer and the verdict says what was left out and why.
-The peers (the global recipe, without the pinned groups too, and TensorFlow's graph
-rewrite) are said beside it.
+interval. Then each part it changes from the user's training (low precision, the batch
+size, XLA: :data:`PARTS`) must earn its place: what the part adds, the others kept
+(the policy over itself without that part, both measured beside it), must be
+confidently above 1 by the repeat's own test, with the instrument's error (the spread of
+identical instances) in its interval. A part that does not is left out, the weakest
+first, where the simpler policy
+trains like FP32, and the rest are judged again without it (every simpler policy is
+timed in the same rounds); the verdict says what was left out and why. The peers (the
+global recipe, without the pinned groups too, and TensorFlow's graph rewrite) are said
+beside it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from precsearch.policy import Policy
-from precsearch.records import PEERS, Measurement
+from precsearch.records import PARTS, PEERS, Measurement
 from precsearch.stats import figures_text, instrument_percent, ratio_figures
 from precsearch.study.selection import ALPHA, bounds, figures, instrument_error, spread_of
 
-__all__ = ["config_words", "precision_words", "report"]
+__all__ = [
+    "answer_words",
+    "config_words",
+    "parts_of",
+    "precision_words",
+    "report",
+    "simpler_configs",
+    "simpler_label",
+    "without",
+]
 
 
 def precision_words(policy: Policy) -> str:
@@ -36,6 +51,64 @@ def config_words(policy: Policy, base: Policy) -> str:
     return " with ".join(parts)
 
 
+def answer_words(policy: Policy, base: Policy) -> str:
+    """``bfloat16 at batch 128 with XLA``, ``FP32 with XLA``, ``bfloat16``."""
+    low, config = precision_words(policy), config_words(policy, base)
+    name = "FP32" if low == "float32" else low
+    if not config:
+        return name
+    if config.startswith("batch"):
+        return f"{name} at {config}"
+    return f"{name} with XLA" if config == "XLA" else f"{name} without XLA"
+
+
+def parts_of(policy: Policy, base: Policy) -> tuple[str, ...]:
+    """The :data:`PARTS` ``policy`` changes from the user's training ``base``."""
+    changed = {
+        "precision": precision_words(policy) != "float32",
+        "batch": policy.batch_size != base.batch_size,
+        "xla": policy.jit_compile != base.jit_compile,
+    }
+    return tuple(part for part in PARTS if changed[part])
+
+
+def without(policy: Policy, base: Policy, parts: Iterable[str]) -> Policy:
+    """``policy`` with ``parts`` set back to the user's training: float32 everywhere
+    (the loss-scale settings kept, as they do nothing then), ``base``'s batch size (the
+    LR rule kept), ``base``'s XLA setting."""
+    parts = set(parts)
+    changes: dict[str, Any] = {"manifest": {}}
+    if "precision" in parts:
+        changes.update(default="float32", types={}, layers={})
+    if "batch" in parts:
+        changes["batch_size"] = base.batch_size
+    if "xla" in parts:
+        changes["jit_compile"] = base.jit_compile
+    return dataclasses.replace(policy, **changes)
+
+
+def simpler_label(removed: Iterable[str], parts: Iterable[str]) -> str:
+    """The fresh rounds' label of the winner without ``removed`` (of its ``parts``):
+    ``best``, ``best_without_precision``, ``best_without_batch_xla``; ``fp32`` when
+    nothing is left."""
+    removed = [part for part in PARTS if part in set(removed)]
+    if set(removed) >= set(parts):
+        return "fp32"
+    return "best_without_" + "_".join(removed) if removed else "best"
+
+
+def simpler_configs(winner: Policy, base: Policy) -> list[tuple[str, Policy]]:
+    """Every simpler policy than ``winner`` between it and FP32 (some of its parts set
+    back), labelled: what the fresh rounds time so that each part can be judged in the
+    presence of any set of the others."""
+    parts = parts_of(winner, base)
+    configs = []
+    for mask in range(1, 2 ** len(parts) - 1):
+        removed = [part for i, part in enumerate(parts) if mask >> i & 1]
+        configs.append((simpler_label(removed, parts), without(winner, base, removed)))
+    return configs
+
+
 def _percent(ratio: float) -> str:
     return f"{abs(ratio - 1) * 100:.0f}%"
 
@@ -45,7 +118,7 @@ def report(
     winner: Policy | None,
     base: Policy,
     peers: dict[str, dict[str, Any]],
-    twin_feasible: bool = False,
+    trains_like_fp32: Callable[[Policy], bool] = lambda policy: False,
     undecided_after: float | None = None,
     spread: tuple[float, int] | None = None,
 ) -> tuple[dict[str, Any], str]:
@@ -53,11 +126,13 @@ def report(
 
     Args:
         measured: Fresh rounds of ``fp32``, ``null``, and as measured ``best`` (the
-            winner), ``best_fp32`` (its FP32 twin), ``global``, ``graph_rewrite``.
+            winner), the simpler policies (:func:`simpler_configs`), ``global``,
+            ``graph_rewrite``.
         winner: The selection's winner (``None``: FP32 is the answer).
         base: The user's own training (FP32).
         peers: The peers' records, filled in here with their ratios.
-        twin_feasible: Whether the winner's FP32 twin trains like FP32.
+        trains_like_fp32: Whether a simpler policy than the winner trains like FP32
+            (asked only of one that would be the answer, never of the user's training).
         undecided_after: The selection's time cap where it ended undecided with no
             winner: FP32 stays the answer, but nothing was shown slower either.
         spread: The between-instance variance and its degrees of freedom
@@ -65,9 +140,10 @@ def report(
 
     Returns:
         ``(best, verdict)``; ``best["answer"]`` is ``"fp32"``, ``"winner"`` or
-        ``"twin"`` (the winner's precision part did not clear 1 plus the instrument's
-        error: it costs time, or adds nothing the instrument can see), and
-        ``best["repeated"]`` whether the winner repeated on these rounds.
+        ``"simpler"`` (some part of the winner did not clear the instrument's error and
+        is left out: ``best["left_out"]`` by part, ``best["policy"]`` the answer),
+        ``best["parts"]`` what each part kept adds, and ``best["repeated"]`` whether the
+        winner repeated on these rounds.
     """
     spread = spread_of(measured) if spread is None else spread
     error = instrument_error(measured)
@@ -76,10 +152,6 @@ def report(
         if name in measured.rates:
             peer["vs_fp32"] = figures(measured, name, spread=spread)
     instrument = f"instrument error ±{instrument_percent(null):.1f}%"
-    # What a precision part must clear to earn its place beside its FP32 twin: what two
-    # identical FP32 models read apart in these rounds (the A/A copy's own ratio, ≥ 1;
-    # identical instances read 2-4% apart on CPUs). The simpler policy wins ties.
-    margin = error
     best: dict[str, Any] = {"answer": "fp32", "instrument_error": error, "repeated": None}
     verdict = ""
     if winner is not None:
@@ -89,22 +161,25 @@ def report(
         lower = bounds(measured, "best", ALPHA, spread)[0]
         best["repeated"] = lower > 1
         if not best["repeated"]:
+            config = config_words(winner, base)
             verdict = (
                 f"the winner of the selection, {precision_words(winner)}"
-                f"{' at ' + config_words(winner, base) if config_words(winner, base) else ''}"
+                f"{' at ' + config if config else ''}"
                 f", did not repeat on fresh rounds of new instances ({figures_text(vs)}; "
                 f"one-sided {1 - ALPHA:.0%} lower bound {lower:.2f}x, not above 1); "
             )
         else:
-            best.update(answer="winner", speedup_vs_fp32=vs, batch_size=winner.batch_size,
-                        jit_compile=winner.jit_compile)  # fmt: skip
-    if best["answer"] == "winner":
-        verdict = _decompose(measured, winner, base, best, twin_feasible, margin, spread)
+            verdict = _earn_places(measured, winner, base, best, trains_like_fp32, spread)
+    if best["answer"] != "fp32":
         verdict += f"; a copy of FP32 measures {figures_text(null)} ({instrument})"
+        label = best.pop("label")
+        if "global" in measured.rates:
+            best["speedup_vs_global_mixed"] = figures(measured, label, "global", spread)
     else:
         # The answer is the user's own training: no ratio to quote (the copy's figures
         # are the instrument's error, in ``null_vs_fp32``, not FP32's speed over itself).
         best["speedup_vs_fp32"] = None
+        best.pop("label", None)
         if undecided_after is not None and winner is None:
             verdict += (
                 f"your FP32 training stays the answer ({instrument}): the selection was "
@@ -112,53 +187,101 @@ def report(
                 "would decide"
             )
         else:
-            verdict += f"your FP32 training is the answer ({instrument}): nothing confirmed faster"
+            verdict += f"your FP32 training is the answer ({instrument})" + (
+                "" if best["repeated"] else ": nothing confirmed faster"
+            )
     return best, verdict + _peers_text(peers)
 
 
-def _decompose(
+def _earn_places(
     measured: Measurement,
     winner: Policy,
     base: Policy,
     best: dict[str, Any],
-    twin_feasible: bool,
-    margin: float,
+    trains_like_fp32: Callable[[Policy], bool],
     spread: tuple[float, int],
 ) -> str:
-    """A repeated winner's verdict: its speed as precision times batch size and XLA,
-    or its FP32 twin where the precision part's lower bound does not clear ``margin``
-    (what two identical FP32 models read apart: a part that adds nothing the instrument
-    can tell from its own error is left out);
-    ``best`` is filled in with the parts."""
-    config, low = config_words(winner, base), precision_words(winner)
-    vs = best["speedup_vs_fp32"]
-    if "best_fp32" in measured.rates:
-        precision = figures(measured, "best", "best_fp32", spread)
-        twin = figures(measured, "best_fp32", spread=spread)
-        best["precision"], best["config"] = precision, twin
-        if precision["low"] <= margin and twin_feasible:
-            best.update(answer="twin", speedup_vs_fp32=twin, replaced=vs)
-            verdict = f"FP32 at {config}: {figures_text(twin)} FP32; {low} there " + (
-                f"costs {_percent(precision['estimate'])} ({figures_text(precision)}), so it "
-                "is left out"
-                if precision["high"] < 1
-                else f"adds {figures_text(precision)}, not confidently beyond the "
-                f"{margin:.2f}x two identical FP32 models read apart: left out"
-            )
-        else:
-            verdict = f"{figures_text(vs)} FP32 = {precision['estimate']:.2f}x from {low}"
-            verdict += f" x {twin['estimate']:.2f}x from {config}"
-    elif low == "float32":
-        best["config"] = vs
-        verdict = f"{figures_text(vs)} FP32, all from {config} (no low precision)"
-    else:
-        best["precision"] = vs
-        verdict = f"{figures_text(vs)} FP32, all from {low}"
-    if "global" in measured.rates:
-        best["speedup_vs_global_mixed"] = figures(
-            measured, "best_fp32" if best["answer"] == "twin" else "best", "global", spread
+    """A repeated winner's parts judged (see the module doc), ``best`` filled in with the
+    answer, its parts and what was left out; the verdict's words for it.
+
+    A part earns its place when what it adds (the policy over itself without that part)
+    has its one-sided ``1 - ALPHA`` lower bound above 1, the between-instance spread in
+    the interval: the winner's own repeat test, so a part that adds nothing stays about
+    that often, and the instrument's error (identical instances read 2-4% apart on CPUs)
+    is counted once, not again as a margin on top. The simpler policy wins ties: parts
+    that do not earn their place are left out the weakest first, each time the others are
+    judged again without it; one whose simpler policy does not train like FP32 stays.
+    """
+    parts = parts_of(winner, base)
+
+    def _trains(simpler: Policy) -> bool:  # the user's own training does
+        return simpler == base or trains_like_fp32(simpler)
+
+    kept, left_out, held = list(parts), {}, {}
+    adds: dict[str, dict[str, Any]] = {}
+    while kept:
+        removed = [part for part in parts if part not in kept]
+        here = simpler_label(removed, parts)
+        over = {part: simpler_label([*removed, part], parts) for part in kept}
+        adds = {part: figures(measured, here, over[part], spread) for part in kept}
+        lower = {part: bounds(measured, here, ALPHA, spread, over[part])[0] for part in kept}
+        for part in kept:
+            adds[part]["lower"] = lower[part]
+        weak = sorted((p for p in kept if lower[p] <= 1), key=lower.get)
+        going = next((p for p in weak if _trains(without(winner, base, [*removed, p]))), None)
+        held = {p: adds[p] for p in weak if p != going}
+        if going is None:
+            break
+        left_out[going] = adds[going]
+        kept.remove(going)
+    answer = without(winner, base, left_out)
+    label = simpler_label(left_out, parts)
+    best["parts"] = {part: adds[part] for part in kept}
+    best["left_out"], best["label"] = left_out, label
+    words = [_left_out_words(p, f, winner) for p, f in left_out.items()]
+    words += [
+        f"{_part_words(p, winner)} stays although it adds only {figures_text(f)}: "
+        "without it the policy did not train like FP32"
+        for p, f in held.items()
+    ]
+    said = "; ".join(words)
+    if not kept:
+        return f"{said}; "  # the report says the user's training is the answer
+    vs = figures(measured, label, spread=spread)
+    best.update(speedup_vs_fp32=vs, batch_size=answer.batch_size, jit_compile=answer.jit_compile)
+    if left_out:
+        best.update(
+            answer="simpler",
+            policy=answer.to_dict(),
+            replaced=figures(measured, "best", spread=spread),
         )
-    return verdict
+    else:
+        best["answer"] = "winner"
+    each = ", ".join(
+        f"{_part_words(p, winner)} {figures_text(f)}" for p, f in best["parts"].items()
+    )
+    verdict = f"{answer_words(answer, base)}: {figures_text(vs)} FP32"
+    verdict += f" (what each part adds, the others kept: {each})" if len(kept) > 1 else ""
+    return verdict + (f"; {said}" if said else "")
+
+
+def _part_words(part: str, winner: Policy) -> str:
+    return {
+        "precision": precision_words(winner),
+        "batch": f"batch {winner.batch_size}",
+        "xla": "XLA" if winner.jit_compile else "no XLA",
+    }[part]
+
+
+def _left_out_words(part: str, adds: dict[str, Any], winner: Policy) -> str:
+    name = _part_words(part, winner)
+    if adds["high"] < 1:
+        return f"{name} costs {_percent(adds['estimate'])} ({figures_text(adds)}): left out"
+    return (
+        f"{name} adds {figures_text(adds)}, not confidently above 1 (one-sided "
+        f"{1 - ALPHA:.0%} lower bound {adds['lower']:.2f}x, the spread of identical "
+        "instances in it): left out"
+    )
 
 
 def _peers_text(peers: dict[str, dict[str, Any]]) -> str:
