@@ -249,6 +249,12 @@ def test_confirm_chooses_then_reports_fresh_rounds_with_peers_judged():
     assert record.best_policy == BIG_BF16.to_dict()
     assert record.best["speedup_vs_fp32"]["estimate"] == pytest.approx(2.016, rel=0.05)
     assert record.best["answer"] == "winner" and not executor.trials
+    # The instrument's error's instance part, pooled over every configuration's two
+    # instances in both stages (2 in the selection, 8 in the fresh rounds): the machine
+    # gives each instance an offset of 2% sd (one in ten 4% more).
+    instances = record.best["instances"]
+    assert instances["df"] == 10 and 0.5 < instances["sd_percent"] < 6
+    assert f"an instance's own offset {instances['sd_percent']:.1f}% sd" in record.verdict
     assert record.candidates[0]["wins"] and record.candidates[0]["trial"] == 2
     assert record.peers["global"]["status"] == "infeasible"
     assert "vs_fp32" not in record.peers["global"]

@@ -22,19 +22,24 @@ QUALITY = {
 INTRO = (
     "Each example: a search with the stated budget (default steps from its "
     "`precsearch_config` unless given; every trial trains the same number of examples, "
-    "judged one-sided against 3 FP32 runs of the user's own training with held-out "
-    "data-order seeds, at equal samples), then the confirmation: the top 3 feasible "
-    "candidates (and the global recipe, if feasible) re-measured round by round (blocks "
-    "of at least 10 calls and 0.5 s, a random order each round, until every candidate "
-    "is decided or measured to ±3%, at most 60 s) beside FP32 and a second copy of FP32; "
-    "a candidate wins if its Bonferroni-corrected lower 95% bound clears 1 against both "
-    "FP32 models; the winner must repeat on fresh rounds (at most 60 s more), where its "
-    "figures come from, beside FP32 at its batch size and XLA setting (the split) and "
-    "the peers. Ratios are samples/s within a round: geometric mean (95% bootstrap "
-    "interval). 'FP32 copy' is the instrument's own error (the A/A test) in the fresh "
-    "rounds; 'error' is the farthest its interval reaches from 1. 'To FP32 quality' is "
-    "the wall time to the loss every FP32 run reached, FP32's over the answer's. The raw "
-    "per-round rates of both phases are in `policy_quality.csv` (`raw_rounds`).\n"
+    "judged one-sided against 8 FP32 runs of the user's own training with held-out "
+    "data-order seeds, at equal samples, on 3 runs of its own), then the confirmation: "
+    "the top 3 feasible candidates (and the global recipe, if feasible), each timed as "
+    "two independently built instances, re-measured round by round (blocks of at least "
+    "10 calls and 0.5 s, a random order each round, in at most three looks, at most "
+    "60 s) beside FP32 and a second copy of FP32; the selection is a screen at 20% "
+    "(Bonferroni over the candidates, spent over the looks); the winner must repeat on "
+    "fresh rounds of new instances (one-sided 5%, at most 60 s more), where its figures "
+    "come from, beside every simpler policy between it and FP32 (each part it changes: "
+    "low precision, batch size, XLA, stays only if what it adds, the others kept, passes "
+    "that test too) and the peers. Ratios are samples/s within a round: geometric mean, "
+    "Student-t 95% interval on log ratios with the between-instance spread in it. 'FP32 "
+    "copy' is the instrument's own error (the A/A test) in the fresh rounds; 'error' is "
+    "the farthest its interval reaches from 1; 'instance sd' its instance part, how far "
+    "an instance's own offset moves it (pooled over every configuration's two "
+    "instances). 'To FP32 quality' is the wall time to the loss every FP32 run reached, "
+    "FP32's over the answer's. The raw per-round rates of both phases are in "
+    "`policy_quality.csv` (`raw_rounds`).\n"
 )
 
 
@@ -74,12 +79,13 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
             [r["example"], r["budget"], best, r["batch_size"], "on" if r["jit"] else "off",
              r["vs_fp32"], r["parts"], r["left_out"], r["time_to_quality"],
              r["global_peer"], r["rewrite_peer"], r["fp32_copy_vs_fp32"],
-             f"±{r['instrument_error_pct']}%", f"{r['selection_rounds']}+{r['fresh_rounds']}",
+             f"±{r['instrument_error_pct']}%", f"{r['instance_sd_pct']}%",
+             f"{r['selection_rounds']}+{r['fresh_rounds']}",
              gap, f"{r['wall_s']} s"]
         )  # fmt: skip
     columns = ["example", "budget", "answer", "batch", "XLA", "vs FP32", "each part adds",
                "left out", "to FP32 quality", "global recipe", "TF graph rewrite",
-               "FP32 copy", "error", "rounds", "gap", "wall"]  # fmt: skip
+               "FP32 copy", "error", "instance sd", "rounds", "gap", "wall"]  # fmt: skip
     return markdown_table(columns, cells)
 
 

@@ -243,6 +243,8 @@ def answer_fields(result: SearchResult) -> dict[str, Any]:
         "global_peer": peer_text(peers.get("global")),
         "rewrite_peer": peer_text(peers.get("graph_rewrite")),
         **fp32_copy_fields(record.null_vs_fp32),
+        # The instrument's error's instance part: an instance's own offset, sd.
+        "instance_sd_pct": round((confirmed.get("instances") or {}).get("sd_percent", 0), 1),
         "selection_rounds": record.rounds["selection"],
         "fresh_rounds": record.rounds["fresh"],
         "fidelity_gap": manifest["fidelity"]["gap"],

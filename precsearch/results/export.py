@@ -143,6 +143,8 @@ def best_policy_with_manifest(study: Any) -> Policy:
             "confidence": record.confidence,
             "fp32_copy_vs_fp32": record.null_vs_fp32,
             "instrument_error": chosen.get("instrument_error"),
+            # Its instance part: an instance's own offset (sd, percent) and its df.
+            "instances": chosen.get("instances"),
             "peers": record.peers,
         },
         "fidelity": {

@@ -50,6 +50,7 @@ __all__ = [
     "choose",
     "figures",
     "instance_configs",
+    "instance_part",
     "instances",
     "instrument_error",
     "measure_rounds",
@@ -125,6 +126,14 @@ def spread_of(*measured: Measurement) -> tuple[float, int]:
                 if len(group) > 1:
                     groups.append(group)
     return instance_spread(groups)
+
+
+def instance_part(spread: tuple[float, int]) -> dict[str, Any]:
+    """The instrument's error's instance part, from :func:`spread_of`: ``sd_percent``,
+    how far an independently built instance's own offset moves its speed (one sd, in
+    percent), and ``df``, the instance pairs it was estimated from."""
+    variance, df = spread
+    return {"sd_percent": math.expm1(math.sqrt(variance)) * 100, "df": df}
 
 
 def figures(

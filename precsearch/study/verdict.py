@@ -23,7 +23,14 @@ from typing import Any
 from precsearch.policy import Policy
 from precsearch.records import PARTS, PEERS, Measurement
 from precsearch.stats import figures_text, instrument_percent, ratio_figures
-from precsearch.study.selection import ALPHA, bounds, figures, instrument_error, spread_of
+from precsearch.study.selection import (
+    ALPHA,
+    bounds,
+    figures,
+    instance_part,
+    instrument_error,
+    spread_of,
+)
 
 __all__ = [
     "answer_words",
@@ -151,8 +158,15 @@ def report(
     for name, peer in peers.items():
         if name in measured.rates:
             peer["vs_fp32"] = figures(measured, name, spread=spread)
-    instrument = f"instrument error ±{instrument_percent(null):.1f}%"
-    best: dict[str, Any] = {"answer": "fp32", "instrument_error": error, "repeated": None}
+    # The instrument's error and its instance part: how far an instance's own offset
+    # moves it (what more rounds of the same instances cannot average away).
+    instance = instance_part(spread)
+    instrument = (
+        f"instrument error ±{instrument_percent(null):.1f}%; an instance's own offset "
+        f"{instance['sd_percent']:.1f}% sd"
+    )
+    best: dict[str, Any] = {"answer": "fp32", "instrument_error": error, "repeated": None,
+                            "instances": instance}  # fmt: skip
     verdict = ""
     if winner is not None:
         vs = figures(measured, "best", spread=spread)
