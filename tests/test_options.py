@@ -16,7 +16,6 @@ from precsearch.study.options import (
     SearchOptions,
     count,
     flagless,
-    fp32_run_count,
     option_flags,
     positive_float,
     positive_int,
@@ -103,7 +102,6 @@ def test_renamed_flags_reach_their_fields():
         (positive_float, "nan", "nan is not a positive number"),
         (positive_float, "1e", "'1e' is not a number"),
         (seconds, "-1", "-1.0 is not a positive number"),
-        (fp32_run_count, "2", "2 is fewer than 3"),
     ],
 )
 def test_a_flags_converter_says_what_is_wrong(convert, text, message):
@@ -137,7 +135,9 @@ def test_fp32_runs_set_the_budgets_reference_runs_for_every_worker_of_the_study(
     options = run_options(build_parser().parse_args(["run", "m.py", "--fp32-runs", "3"]))
     assert options.budget().ref_seeds == 3 and SearchOptions().budget().ref_seeds == 8
     assert options.shared()["fp32_runs"] == 3  # stored in the study: workers run the same
-    # The notebook's search(fp32_runs=...) skips the parser: resolved() says the same.
-    for wrong in (2, 3.0, True):
-        with pytest.raises(UserInputError, match=f"^--fp32-runs {wrong!r}: expected an integer"):
+    # The notebook's search(fp32_runs=...) skips the parser: resolved() refuses it too.
+    with pytest.raises(UserInputError, match="^--fp32-runs 2: expected at least 3"):
+        SearchOptions(fp32_runs=2).resolved({})
+    for wrong in (3.0, True):
+        with pytest.raises(UserInputError, match="expected a positive integer"):
             SearchOptions(fp32_runs=wrong).resolved({})

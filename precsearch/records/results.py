@@ -68,7 +68,9 @@ class Budget:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UserInputError(f"budget {name} is {value!r}, expected a positive integer")
         if self.ref_seeds < 3:
-            raise UserInputError(f"budget ref_seeds is {self.ref_seeds}, expected at least 3")
+            raise UserInputError(
+                f"--fp32-runs {self.ref_seeds}: expected at least 3 (budget ref_seeds)"
+            )
         if self.steps < self.warmup + 2 + self.block:
             raise UserInputError(
                 f"budget steps is {self.steps}, expected at least warmup + 2 + block = "

@@ -19,6 +19,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,6 @@ __all__ = [
     "check_study_name",
     "count",
     "flagless",
-    "fp32_run_count",
     "option_flags",
     "positive_float",
     "positive_int",
@@ -48,7 +48,6 @@ __all__ = [
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
 DEFAULT_EXPORTERS = ("policy_json", "saved_model", "trials_csv")
 STUDY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
-MIN_FP32_RUNS = 3  # Budget's own floor: the t bar of fewer is unusable (records.Budget)
 _FLAG = "precsearch.flag"
 _NO_FLAG = "precsearch.no_flag"
 
@@ -87,13 +86,6 @@ def positive_int(text: str) -> int:
 def count(text: str) -> int:
     """A flag's text as an integer of 0 or more; else ``ValueError`` saying why."""
     return _integer(text, least=0)
-
-
-def fp32_run_count(text: str) -> int:
-    """A flag's text as a number of FP32 reference runs: an integer of
-    :data:`MIN_FP32_RUNS` or more (fewer leave the noise unit unmeasured); else
-    ``ValueError`` saying why."""
-    return _integer(text, least=MIN_FP32_RUNS)
 
 
 def positive_float(text: str) -> float:
@@ -191,11 +183,9 @@ class SearchOptions:
         None, "--tolerance", positive_float, help="largest fidelity gap (bands)"
     )
     fp32_runs: int = _option(
-        Budget.ref_seeds, "--fp32-runs", fp32_run_count, metavar="N",
-        help=f"FP32 reference runs (data-order seeds) that the quality test judges each "
-        f"trial against (at least {MIN_FP32_RUNS}, default {Budget.ref_seeds}): fewer is "
-        "faster but the test weaker (a candidate 2 noise units worse is caught 84%% of the "
-        "time with 8 runs, 49%% with 3; the manifest states the rates)",
+        Budget.ref_seeds, "--fp32-runs", partial(_integer, least=3), metavar="N",
+        help="FP32 runs the quality test judges trials against (at least 3, default 8): fewer "
+        "is faster, the test weaker (2 noise units worse caught 84%% with 8 runs, 49%% with 3)",
     )  # fmt: skip
     sampler: str = _option("tpe", "--sampler", choices=SAMPLERS)
     lr_rule: str = _option(
@@ -306,11 +296,6 @@ class SearchOptions:
             raise UserInputError(
                 f"--probe-time {filled.probe_time}: expected 0 (no probes) or more seconds"
             )
-        runs = filled.fp32_runs
-        if type(runs) is not int or runs < MIN_FP32_RUNS:  # bool is no count either
-            raise UserInputError(
-                f"--fp32-runs {runs!r}: expected an integer of {MIN_FP32_RUNS} or more"
-            )
         if filled.steps is not None and filled.steps < 1:
             raise UserInputError(f"--steps {filled.steps}: expected a positive integer")
         if filled.gpu is not None and filled.in_process:
@@ -327,9 +312,8 @@ class SearchOptions:
         finish`` exports (stored in the study)."""
         keys = (
             "group_by", "casts", "sensitive", "dtypes", "steps", "tolerance", "fp32_runs",
-            "sampler",
-            "lr_rule", "batch_size", "watchdog", "keep_slow", "dimensions", "objectives",
-            "exporters", "loader", "trial_timeout", "heartbeat", "strategy",
+            "sampler", "lr_rule", "batch_size", "watchdog", "keep_slow", "dimensions",
+            "objectives", "exporters", "loader", "trial_timeout", "heartbeat", "strategy",
         )  # fmt: skip
         return {key: getattr(self, key) for key in keys}
 
@@ -388,16 +372,10 @@ def stored_options(study: Any, **changes: Any) -> SearchOptions:
 
 
 def worker_options(
-    name: str,
-    storage: str,
-    out: str = "studies",
-    trials: int | None = None,
-    timeout: float | None = None,
-    model_file: str | None = None,
-    gpu: int | None = None,
-    confirm_top: int = 0,
-    confirm_time: float = 60.0,
-) -> tuple[str, SearchOptions]:
+    name: str, storage: str, out: str = "studies", trials: int | None = None,
+    timeout: float | None = None, model_file: str | None = None, gpu: int | None = None,
+    confirm_top: int = 0, confirm_time: float = 60.0,
+) -> tuple[str, SearchOptions]:  # fmt: skip
     """The model file and options for one more process on an existing shared study.
 
     Everything that defines the study comes from the study itself. A worker runs trials
