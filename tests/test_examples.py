@@ -34,6 +34,7 @@ def test_example_runs(name, tmp_path):
         out=str(tmp_path),
         in_process=True,
         confirm_top=0,
+        fp32_runs=3,  # the file is the subject, not the quality test's power
     )
     frame = result.trials
     fp32 = frame[frame["baseline"] == "fp32"].iloc[0]

@@ -59,8 +59,10 @@ def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
     assert fidelity["gap"] <= fidelity["tolerance"] == 1.0  # feasible: within it
     # The A/A figure of the judge: FP32's twin judged as a candidate, a finite gap.
     assert math.isfinite(fidelity["fp32_as_a_candidate"])
-    # The quality test's stated rates: FP32 called worse at most 5%, and its power.
+    # The quality test's stated rates: FP32 called worse at most 5%, and its power, for
+    # the study's FP32 runs (--fp32-runs 3).
     assert fidelity["test"]["false_rejection"] == 0.05 and 0 < fidelity["test"]["power"] < 1
+    assert fidelity["test"]["fp32_runs"] == 3
     assert manifest["lr_rule"] == {"rule": "sqrt", "why": "square-root scaling for Adam, an "
                                    "adaptive optimizer"}  # fmt: skip
     assert manifest["baseline"] == {
@@ -170,6 +172,7 @@ def test_notebook_api_gives_the_same_files(tmp_path):
         out=str(tmp_path),
         study_name="api",
         confirm_time=1,
+        fp32_runs=3,
         progress=sys.stderr,
     )
     folder = tmp_path / "api"
@@ -208,6 +211,8 @@ def test_notebook_api_with_a_build_function(tmp_path):
             steps=20,
             dtypes="float32,bfloat16",
             out=str(tmp_path),
+            confirm_time=1,  # the build function is the subject, not the confirmation's rounds
+            fp32_runs=3,
         )
     assert result.study.study_name == "build"
     assert result.best_policy == precsearch.load_policy(tmp_path / "build" / "best_policy.json")

@@ -124,6 +124,7 @@ def journal_cases(matrix: Matrix, out: Path) -> None:
         "--trial-timeout", TRIAL_TIMEOUT,
         # Every fault layer its own choice: weightless, they would follow their input.
         "--casts", "independent",
+        "--fp32-runs", "3",  # the faults are the subject, not the quality test's power
     ]  # fmt: skip
     made = run_cli(*args, "--trials", "0", "--confirm", "0")
     assert made.returncode == 0, made.stderr[-2000:]
@@ -261,6 +262,7 @@ def postgres_cases(matrix: Matrix, out: Path) -> None:
             "run", str(MODELS / "faulty.py"), "--storage", url, "--study-name", "pg",
             "--out", str(out), "--steps", "20", "--dtypes", "float32,bfloat16",
             "--group-by", "global", "--trial-timeout", TRIAL_TIMEOUT, "--confirm", "0",
+            "--fp32-runs", "3",
         ]  # fmt: skip
         env = {**os.environ, "PRECSEARCH_FAULT": "hang"}  # the global bfloat16 trial hangs
         with open(out.parent / "pg.log", "w") as log:

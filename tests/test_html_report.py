@@ -56,7 +56,8 @@ def test_the_report_holds_the_answer_and_its_evidence(tiny_study):
     assert record.verdict.split(";")[0] in page
     for text in ("global mixed recipe", "TensorFlow's graph rewrite", "a copy of FP32"):
         assert text in page
-    assert "FP32 band (8 seeds)" in page  # the loss curves over the reference runs (Budget)
+    # The loss curves over the reference runs: the tiny study's --fp32-runs 3.
+    assert "FP32 band (3 seeds)" in page
     # Trials counted without a sampler's repeats, and where each speed figure comes from.
     assert f"{trials_text(result.study)}." in page and SPEED_LEGEND in page
     # Why each layer group has its dtype, under its legend.

@@ -25,7 +25,9 @@ def test_the_walkthrough_notebook_runs_search_to_training(tiny_study, tmp_path):
     params.source = (
         f"MODEL = {str(MODELS / 'mlp.py')!r}\nOUT = {str(tmp_path)!r}\nSTUDY = 'tiny'\n"
         "TRIALS, STEPS = 1, 20\n"
-        "SEARCH = {'dtypes': 'float32,bfloat16', 'sampler': 'random', 'confirm_time': 1}\n"
+        # The tiny study's own options (tests/conftest.py), so that its trials compare.
+        "SEARCH = {'dtypes': 'float32,bfloat16', 'sampler': 'random', 'confirm_time': 1, "
+        "'fp32_runs': 3}\n"
         "EPOCHS = 1"
     )
     NotebookClient(

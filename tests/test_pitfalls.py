@@ -110,6 +110,7 @@ def test_a_transformer_whose_embedding_breaks_in_bfloat16_is_searched_around_it(
         "run", str(MODELS / "text_transformer.py"), "--out", str(tmp_path), "--steps", "16",
         "--trials", "3", "--dtypes", "float32,bfloat16", "--sampler", "random",
         "--probe-time", "2", "--confirm-time", "1", "--export", "policy_json",
+        "--fp32-runs", "3",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "pinned: TokenAndPositionEmbedding (token_and_position_embedding) stays float32" in (

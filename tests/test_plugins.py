@@ -236,6 +236,8 @@ def test_a_pip_installed_plugin_is_listed_and_used_by_run(plugin_python, tmp_pat
         "--in-process",
         "--confirm-time",
         "1",
+        "--fp32-runs",
+        "3",
         python=plugin_python,
     )
     assert done.returncode == 0, done.stderr[-2000:]

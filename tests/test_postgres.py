@@ -128,6 +128,7 @@ def create(url: str, name: str, out: Path, model: Path = MODELS / "faulty.py") -
         "run", str(model), "--storage", url, "--study-name", name, "--out", str(out),
         "--steps", "15", "--dtypes", "float32,bfloat16", "--group-by", "global",
         "--sampler", "random", "--heartbeat", HEARTBEAT, "--trials", "0", "--confirm", "0",
+        "--fp32-runs", "3",  # stored in the study: its workers judge against 3 as well
     ]  # fmt: skip
 
 

@@ -61,10 +61,10 @@ def python_blocks() -> list[str]:
 TINY = {
     '"studies/digits_cnn/model.py", trials=12, steps=80': (
         f'"{ROOT / "tests" / "models" / "mlp.py"}", trials=2, steps=20, dtypes="float32,bfloat16", '
-        "confirm_time=1"
+        "confirm_time=1, fp32_runs=3"
     ),
     '"studies/digits_cnn"': '"studies/mlp"',
-    "trials=8,": 'trials=2, steps=20, dtypes="float32,bfloat16", confirm_time=1,',
+    "trials=8,": 'trials=2, steps=20, dtypes="float32,bfloat16", confirm_time=1, fp32_runs=3,',
     "epochs=2": "epochs=1",
 }
 

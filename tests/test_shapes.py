@@ -1,6 +1,7 @@
 """The shapes users copy from public Keras examples and guides, each searched and its
 answer exported (tests/models/shapes/, and the text Transformer of test_pitfalls.py):
-tiny models, two trials (FP32 and the global recipe), a short confirmation. The shapes no
+tiny models, two trials (FP32 and the global recipe) judged against 3 FP32 runs, a short
+confirmation. The shapes no
 policy can be judged on (a GAN; a VAE whose loss lives only in train_step) are refused in
 one line that says why."""
 
@@ -39,7 +40,7 @@ def test_each_shape_is_searched_and_its_answer_exported(name, tmp_path):
     result = precsearch.search(
         str(SHAPES / f"{name}.py"), trials=2, steps=10, dtypes="float32,bfloat16",
         out=str(tmp_path), in_process=True, probe_time=0, confirm_top=1, confirm_time=1.0,
-        exporters=["policy_json"], sampler="random",
+        exporters=["policy_json"], sampler="random", fp32_runs=3,
     )  # fmt: skip
     frame = result.trials.set_index("baseline")
     assert frame.loc["fp32", "status"] == "ok", frame.loc["fp32", "reason"]
