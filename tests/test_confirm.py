@@ -11,6 +11,7 @@ from test_selection import SimulatedMachine, measured, wobble
 
 from precsearch import Policy
 from precsearch.records import Budget, Confirmation, Measurement, TrialResult
+from precsearch.results.export import trials_frame
 from precsearch.stats import ratio_figures
 from precsearch.study.confirm import confirm
 from precsearch.study.verdict import parts_of, report, simpler_configs
@@ -259,6 +260,13 @@ def test_confirm_chooses_then_reports_fresh_rounds_with_peers_judged():
     assert record.peers["global"]["status"] == "infeasible"
     assert "vs_fp32" not in record.peers["global"]
     assert record.peers["graph_rewrite"]["vs_fp32"]["estimate"] == pytest.approx(0.4, rel=0.05)
+    # trials.csv holds each candidate's figures from the selection rounds, no one else's.
+    frame = trials_frame(study)
+    confirmed = frame.dropna(subset=["confirmed_speedup_vs_fp32_estimate"])
+    assert list(confirmed["number"]) == [2] and frame["best"].tolist() == [False, False, True]
+    low, estimate, high = (confirmed[f"confirmed_speedup_vs_fp32_{x}"].item()
+                           for x in ("low", "estimate", "high"))  # fmt: skip
+    assert low <= estimate <= high
     # The raw rounds are kept: every figure can be recomputed from them.
     raw = Measurement.from_dict(record.measured["fresh"])
     assert len(raw.orders) == record.rounds["fresh"] == len(raw.rates["best"])
