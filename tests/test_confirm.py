@@ -10,6 +10,7 @@ import pytest
 from test_selection import SimulatedMachine, measured, wobble
 
 from precsearch import Policy
+from precsearch.errors import TrialFailed
 from precsearch.records import Budget, Confirmation, Measurement, TrialResult
 from precsearch.results.export import trials_frame
 from precsearch.stats import ratio_figures
@@ -74,7 +75,7 @@ def test_an_answer_whose_precision_costs_gives_way_to_its_fp32_twin():
     best, verdict = report(fresh, BIG_BF16, FP32, {}, trains_like_fp32=lambda p: False)
     assert best["answer"] == "winner"
     assert "bfloat16 stays although it adds only 0.79x" in verdict
-    assert "without it the policy did not train like FP32" in verdict
+    assert "without it the policy is not shown to train like FP32" in verdict
 
 
 def test_an_xla_part_within_the_instruments_error_is_left_out():
@@ -175,6 +176,7 @@ class ScriptedExecutor:
         self.peer = peer
         self.asked: list[list[tuple[str, Policy | None]]] = []
         self.trials: list[Policy] = []
+        self.broken = False
 
     def confirm(self, configs, orders, block):
         if not self.asked or self.asked[-1] != configs:
@@ -184,6 +186,8 @@ class ScriptedExecutor:
     def run_trial(self, policy, budget, peer=None):
         if policy is not None:  # a simpler answer's quality, judged by a trial of its own
             self.trials.append(policy)
+            if self.broken:
+                raise TrialFailed("error: worker died", "scripted")
             return TrialResult(policy=policy.to_dict(), status="ok", fidelity_gap=0.1)
         assert peer == "graph_rewrite"
         return self.peer
@@ -301,6 +305,14 @@ def test_a_simpler_answer_is_judged_by_its_trial_or_by_a_trial_of_its_own():
     record = confirm(study, executor, Budget(steps=20), seconds=30, seed=3)
     assert record.best["answer"] == "simpler" and not executor.trials
     assert record.best["quality"]["by"] == "trial 2" and record.best_trial == 2
+    # A trial of its own that fails judges nothing: the part stays, and the verdict says
+    # why; the winner repeated, so nothing reads as "did not repeat".
+    executor = ScriptedExecutor(speeds, rewrite)
+    executor.broken = True
+    record = confirm(scripted_study([base, winner]), executor, Budget(steps=20), seconds=30, seed=3)
+    assert record.best["answer"] == "winner" and executor.trials == [simpler]
+    assert "XLA stays although it adds only 1.0" in record.verdict
+    assert "not_repeated" not in record.best
 
 
 def test_a_rewrite_tensorflow_did_not_apply_is_not_available_not_a_ratio():

@@ -142,7 +142,10 @@ class Quality:
             return {"trains_like_fp32": result.twin.get("status") == "ok",
                     "by": f"trial {self.winner_trial.number}'s FP32 twin",
                     "fidelity_gap": result.twin.get("fidelity_gap")}  # fmt: skip
-        own = self.executor.run_trial(policy, self.budget)
+        try:
+            own = self.executor.run_trial(policy, self.budget)
+        except TrialFailed as exc:  # the simpler policy stays unjudged: its part stays
+            return {"trains_like_fp32": False, "by": "a trial of its own", "reason": str(exc)}
         return {"trains_like_fp32": own.status == "ok", "by": "a trial of its own",
                 "result": own}  # fmt: skip
 
@@ -193,7 +196,7 @@ def _settle(
     ``best["answer"]``; ``best`` gets the answer's time to FP32's quality and how a
     simpler answer's quality was judged, or the winner that did not repeat."""
     if best["answer"] == "fp32":
-        if winner_trial is not None:
+        if winner_trial is not None and not best["repeated"]:
             best["not_repeated"] = {"trial": winner_trial.number}
         return base, fp32
     if best["answer"] == "winner":

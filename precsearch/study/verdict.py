@@ -255,7 +255,7 @@ def _earn_places(
     words = [_left_out_words(p, f, winner) for p, f in left_out.items()]
     words += [
         f"{_part_words(p, winner)} stays although it adds only {figures_text(f)}: "
-        "without it the policy did not train like FP32"
+        "without it the policy is not shown to train like FP32"
         for p, f in held.items()
     ]
     said = "; ".join(words)
