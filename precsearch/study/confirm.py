@@ -31,11 +31,11 @@ it was chosen on (the same curse, once more). After the trials, :func:`confirm`:
    :func:`~precsearch.study.selection.settled`. The winner must repeat (its one-sided
    95% lower bound over FP32 above 1, the spread between instances of both stages in the
    interval: the test that bounds false winners), or the answer is FP32 and the verdict
-   says which candidate failed to repeat. Then each part must earn its place beyond what
-   the copy reads against FP32; one that does not is left out where the simpler policy
-   trains like FP32 (by its trial, or a trial of its own run now: :class:`Quality`), and
-   the verdict says so (:func:`precsearch.study.verdict.report`). A selection that ended
-   undecided without a winner is said so, not as FP32 having won.
+   says which candidate failed to repeat. Then each part must earn its place by the same
+   test, what it adds over the policy without it; one that does not is left out where
+   the simpler policy trains like FP32 (by its trial, or a trial of its own run now:
+   :class:`Quality`), and the verdict says so (:func:`precsearch.study.verdict.report`).
+   A selection that ended undecided without a winner is said so, not as FP32 having won.
 
 The record is a :class:`~precsearch.records.Confirmation`, stored in the study.
 """
@@ -122,14 +122,14 @@ class Quality:
         self.checked: dict[str, dict[str, Any]] = {}
 
     def __call__(self, policy: Policy) -> bool:
-        key = json.dumps(policy.to_dict(), sort_keys=True)
+        key = _key(policy)
         if key not in self.checked:
             self.checked[key] = self._judge(policy)
         return self.checked[key]["trains_like_fp32"]
 
     def of(self, policy: Policy) -> dict[str, Any]:
         """What was found for ``policy`` (``{}``: never asked, or the user's training)."""
-        return self.checked.get(json.dumps(policy.to_dict(), sort_keys=True), {})
+        return self.checked.get(_key(policy), {})
 
     def _judge(self, policy: Policy) -> dict[str, Any]:
         for trial in measured_trials(self.study):
@@ -148,6 +148,10 @@ class Quality:
             return {"trains_like_fp32": False, "by": "a trial of its own", "reason": str(exc)}
         return {"trains_like_fp32": own.status == "ok", "by": "a trial of its own",
                 "result": own}  # fmt: skip
+
+
+def _key(policy: Policy) -> str:
+    return json.dumps(policy.to_dict(), sort_keys=True)
 
 
 def _time_to_quality(result: Any, speedup: dict[str, Any]) -> dict[str, Any]:

@@ -7,11 +7,10 @@ size, XLA: :data:`PARTS`) must earn its place: what the part adds, the others ke
 (the policy over itself without that part, both measured beside it), must be
 confidently above 1 by the repeat's own test, with the instrument's error (the spread of
 identical instances) in its interval. A part that does not is left out, the weakest
-first, where the simpler policy
-trains like FP32, and the rest are judged again without it (every simpler policy is
-timed in the same rounds); the verdict says what was left out and why. The peers (the
-global recipe, without the pinned groups too, and TensorFlow's graph rewrite) are said
-beside it.
+first, where the simpler policy trains like FP32, and the rest are judged again without
+it (every simpler policy is timed in the same rounds); the verdict says what was left
+out and why. The peers (the global recipe, without the pinned groups too, and
+TensorFlow's graph rewrite) are said beside it.
 """
 
 from __future__ import annotations
@@ -50,12 +49,9 @@ def precision_words(policy: Policy) -> str:
 
 
 def config_words(policy: Policy, base: Policy) -> str:
-    parts = []
-    if policy.batch_size != base.batch_size:
-        parts.append(f"batch {policy.batch_size}")
-    if policy.jit_compile != base.jit_compile:
-        parts.append("XLA" if policy.jit_compile else "no XLA")
-    return " with ".join(parts)
+    """``batch 128 with XLA``: the batch size and XLA parts ``policy`` changes."""
+    changed = parts_of(policy, base)
+    return " with ".join(_part_words(p, policy) for p in changed if p != "precision")
 
 
 def answer_words(policy: Policy, base: Policy) -> str:
