@@ -7,6 +7,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The probes before each search cost seconds of timed rounds a study: tests that are not
 # about them go without (tests/test_probe.py runs them; the README's example in CI too).
 os.environ["PRECSEARCH_PROBE_TIME"] = "0"
+# Timed blocks of 0.1 s, not 0.5: the tests' studies time tiny models to check what the
+# search does, not how precisely it measures (test_instrument and test_selection do that
+# on fake clocks and simulated rounds). A tiny test study took 110 s at 0.5 s, 41 s here.
+os.environ["PRECSEARCH_BLOCK_TIME"] = "0.1"
 
 import pytest
 from helpers import MODELS, run_cli

@@ -157,3 +157,10 @@ def test_blocks_are_at_least_the_block_size():
     clock = FakeClock()
     slow = Timed("slow", FakeModel("slow", 1.0, [], clock), iter(range(100)), 8)
     assert prepare(slow, block=4, warmup=0, clock=clock).steps == 4  # 0.5 s is one call
+
+
+def test_blocks_last_the_block_time_asked_for():
+    clock = FakeClock()
+    fast = Timed("fast", FakeModel("fast", 1 / 64, [], clock), iter(range(10**6)), 8)
+    assert prepare(fast, block=2, warmup=0, clock=clock, least_s=0.125).steps == 8
+    assert prepare(fast, block=2, warmup=0, clock=clock, least_s=2.0).steps == 128

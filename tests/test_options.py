@@ -12,15 +12,8 @@ import pytest
 from precsearch.cli import build_parser
 from precsearch.cli.commands import run_options
 from precsearch.errors import UserInputError
-from precsearch.study.options import (
-    SearchOptions,
-    count,
-    flagless,
-    option_flags,
-    positive_float,
-    positive_int,
-    seconds,
-)
+from precsearch.study.flags import count, positive_float, positive_int, seconds
+from precsearch.study.options import SearchOptions, flagless, option_flags
 
 FIELDS = {f.name: f for f in dataclasses.fields(SearchOptions)}
 DEFAULTS = SearchOptions()
@@ -122,6 +115,7 @@ def test_converters_read_good_values():
         (["run", "m.py", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
         (["probe", "m.py", "--probe-time", "0"], "0.0 is not a positive number"),
         (["run", "m.py", "--fp32-runs", "2"], "argument --fp32-runs: 2 is fewer than 3"),
+        (["run", "m.py", "--block-time", "0"], "argument --block-time: 0.0 is not a positive"),
     ],
 )
 def test_a_bad_flag_value_is_one_line_that_says_why(argv, message, capsys):
@@ -141,3 +135,19 @@ def test_fp32_runs_set_the_budgets_reference_runs_for_every_worker_of_the_study(
     for wrong in (3.0, True):
         with pytest.raises(UserInputError, match="expected a positive integer"):
             SearchOptions(fp32_runs=wrong).resolved({})
+
+
+def test_block_time_sets_the_budgets_least_block_for_every_worker_of_the_study(monkeypatch):
+    options = run_options(build_parser().parse_args(["run", "m.py", "--block-time", "0.2"]))
+    assert options.budget().block_time == 0.2 and SearchOptions().budget().block_time == 0.5
+    assert options.shared()["block_time"] == 0.2
+    # Unset, $PRECSEARCH_BLOCK_TIME gives the default (this suite's conftest sets 0.1).
+    monkeypatch.delenv("PRECSEARCH_BLOCK_TIME", raising=False)
+    assert SearchOptions().resolved({}).block_time == 0.5
+    monkeypatch.setenv("PRECSEARCH_BLOCK_TIME", "0.25")
+    assert SearchOptions().resolved({}).budget().block_time == 0.25
+    monkeypatch.setenv("PRECSEARCH_BLOCK_TIME", "fast")
+    with pytest.raises(UserInputError, match="^PRECSEARCH_BLOCK_TIME='fast': expected a number"):
+        SearchOptions().resolved({})
+    with pytest.raises(UserInputError, match="^--block-time -1.0: expected a positive number"):
+        SearchOptions(block_time=-1.0).resolved({})

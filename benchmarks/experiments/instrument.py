@@ -43,25 +43,21 @@ def instrument_noise(pages: Pages) -> None:
     cfg = INSTRUMENT
     problem = Problem(load_model_file(model_file(cfg["example"])))
     rows = []
-    default = timing.MIN_BLOCK_S
-    try:
-        for block_s in cfg["blocks"]:
-            timing.MIN_BLOCK_S = block_s  # the package's one setting of the block length
-            recorded = _record_calls(problem, cfg["copies"], cfg["seconds"])
-            rows += [_estimator_row(block_s, name, recorded) for name in ESTIMATORS]
-    finally:
-        timing.MIN_BLOCK_S = default
+    for block_s in cfg["blocks"]:
+        recorded = _record_calls(problem, cfg["copies"], cfg["seconds"], block_s)
+        rows += [_estimator_row(block_s, name, recorded) for name in ESTIMATORS]
     pages.write("instrument", rows, "The instrument's own noise (A/A)", _page(rows))
 
 
-def _record_calls(problem: Problem, copies: int, seconds: float) -> Calls:
+def _record_calls(problem: Problem, copies: int, seconds: float, block_s: float) -> Calls:
     """Identical FP32 models timed in rounds of random order for ``seconds``, as the
     confirmation times them, every call kept."""
     base = problem.baseline()
     models = [
         timing.prepare(timing.Timed(f"m{i}", problem.model_for(base, seed=0),
                                     problem.iterator(base.batch_size, seed=0),
-                                    base.batch_size), block=10, warmup=3)
+                                    base.batch_size), block=10, warmup=3,
+                       least_s=block_s)
         for i in range(copies)
     ]  # fmt: skip
     rng = np.random.default_rng(0)

@@ -17,7 +17,8 @@ import precsearch.cli.commands as commands
 from precsearch._version import __version__
 from precsearch.cli.commands import run_options
 from precsearch.errors import PrecsearchError, UserInputError, one_line
-from precsearch.study.options import SearchOptions, option_flags, positive_float, positive_int
+from precsearch.study.flags import positive_float, positive_int
+from precsearch.study.options import SearchOptions, option_flags
 
 __all__ = ["build_parser", "main", "run_options"]
 

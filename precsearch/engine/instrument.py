@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from precsearch.backend import Backend, current
-from precsearch.records import StepStats
+from precsearch.records import Budget, StepStats
 
 __all__ = [
     "MIN_BLOCK_S",
@@ -45,7 +45,7 @@ __all__ = [
     "timed_rounds",
 ]
 
-MIN_BLOCK_S = 0.5  # shortest timed block, in trials and confirmation rounds
+MIN_BLOCK_S = Budget.block_time  # shortest timed block by default (``--block-time``)
 
 
 def block_rate(times: list[float], samples_per_call: int) -> float:
@@ -171,23 +171,29 @@ class Timed:
     context: Callable[[], Any] = contextlib.nullcontext
 
 
-def block_steps(seconds: float, block: int) -> int:
-    """Calls in a timed block: at least ``block``, and at least :data:`MIN_BLOCK_S` of
-    calls that take ``seconds`` each (a few millisecond calls are too short a window on
-    a shared machine: FP32 against itself swung 0.8-1.25x that way)."""
-    return max(block, math.ceil(MIN_BLOCK_S / max(seconds, 1e-6)))
+def block_steps(seconds: float, block: int, least_s: float = MIN_BLOCK_S) -> int:
+    """Calls in a timed block: at least ``block``, and at least ``least_s`` seconds
+    (``--block-time``) of calls that take ``seconds`` each (a few millisecond calls are
+    too short a window on a shared machine: FP32 against itself swung 0.8-1.25x that
+    way)."""
+    return max(block, math.ceil(least_s / max(seconds, 1e-6)))
 
 
 def prepare(
-    config: Timed, block: int, warmup: int, clock: Callable[[], float] = time.perf_counter
+    config: Timed,
+    block: int,
+    warmup: int,
+    clock: Callable[[], float] = time.perf_counter,
+    least_s: float = MIN_BLOCK_S,
 ) -> Timed:
-    """Warm a configuration up and size its blocks (:func:`block_steps`) from the least
-    of three probe calls: a stall in the probe would shorten every block."""
+    """Warm a configuration up and size its blocks (:func:`block_steps`, at least
+    ``least_s`` seconds) from the least of three probe calls: a stall in the probe would
+    shorten every block."""
     with config.context():
         for _ in range(warmup):
             step(config.model, config.iterator, clock)
         seconds = min(step(config.model, config.iterator, clock)[0] for _ in range(3))
-    config.steps = block_steps(seconds, block)
+    config.steps = block_steps(seconds, block, least_s)
     return config
 
 

@@ -293,7 +293,9 @@ class Runner:
             if role not in self._traced_models:
                 self._traced_models[role] = self._trace(label, given)
             config = dataclasses.replace(self._traced_models[role], label=label)
-            self._timed_cache[key] = prepare(config, block, self.budget.warmup, self.clock)
+            self._timed_cache[key] = prepare(
+                config, block, self.budget.warmup, self.clock, self.budget.block_time
+            )
         return self._timed_cache[key]
 
     def _trace(self, label: str, given: Policy | None) -> Timed:

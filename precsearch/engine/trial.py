@@ -7,7 +7,7 @@ their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
 1. builds the candidate from the initial weights under the policy and traces it; stops
    if its first call after tracing costs over ``budget.watchdog`` times FP32's per sample;
 2. times it against the already traced FP32 model in alternating blocks of calls, each
-   at least :data:`~precsearch.engine.instrument.MIN_BLOCK_S` long
+   at least ``budget.block_time`` long (0.5 s unless ``--block-time``)
    (:func:`precsearch.engine.instrument.interleave`), the candidate training on from the
    same data order as the FP32 runs: the speedup is the geometric mean of the pairs'
    ratios, with its Student-t interval, the estimator of the confirmation. From three
@@ -195,7 +195,7 @@ def _time_blocks(
     budget = setup.budget
     probe = min(setup.fp32_step() for _ in range(3))
     cand_probe = min(candidate.step() for _ in range(2))
-    block = max(block_steps(probe, budget.block), block_steps(cand_probe, budget.block))
+    block = max(block_steps(s, budget.block, budget.block_time) for s in (probe, cand_probe))
     verdict = {"slow": False}
 
     def more(pairs: int, ratios: list[float]) -> bool:

@@ -32,9 +32,14 @@ class Budget:
     Args:
         steps: Training steps at the user's own batch size: the budget in samples.
         warmup: Candidate calls after tracing that are not timed.
-        block: Least calls in one timing block (blocks also last at least 0.5 s);
+        block: Least calls in one timing block (blocks also last ``block_time``);
             FP32 and candidate blocks alternate, at least three pairs of them, the
             candidate training on past the budget where its blocks need the calls.
+        block_time: Least seconds in one timing block, in trials, probes and the
+            confirmation's rounds (``--block-time``). A block's figure is its p10 call:
+            over 0.5 s blocks the quarter-second stalls of a shared CPU leave it
+            (``benchmarks/results/instrument.md``); shorter blocks are faster and
+            noisier, longer ones for a noisier machine.
         max_blocks: Most pairs of blocks per trial, fewer once the speedup is known to
             ±3% (the candidate trains on, untimed, after that); ``None``: no limit.
         ref_seeds: FP32 reference runs (data-order seeds) per batch size, at least 3;
@@ -56,6 +61,7 @@ class Budget:
     steps: int = 120
     warmup: int = 3
     block: int = 5
+    block_time: float = 0.5
     max_blocks: int | None = 8
     ref_seeds: int = 8
     watchdog: float = 5.0
@@ -75,6 +81,10 @@ class Budget:
             raise UserInputError(
                 f"budget steps is {self.steps}, expected at least warmup + 2 + block = "
                 f"{self.warmup + 2 + self.block} so that one block is timed"
+            )
+        if not self.block_time > 0:
+            raise UserInputError(
+                f"--block-time {self.block_time!r}: expected a positive number of seconds"
             )
         if not self.stop_below >= 1:
             raise UserInputError(f"budget stop_below is {self.stop_below!r}, expected >= 1")

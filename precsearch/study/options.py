@@ -6,8 +6,9 @@ that define a study, and that every worker of a shared study must run the same w
 are stored in the study (:meth:`SearchOptions.shared`).
 
 Each field is the one definition of its option: its default, and its command-line
-:class:`Flag` (flag, help, converter, choices), from which :mod:`precsearch.cli.parser`
-builds the parser. A field without a flag says why (:func:`flagless`).
+:class:`~precsearch.study.flags.Flag` (flag, help, converter, choices), from which
+:mod:`precsearch.cli.parser` builds the parser. A field without a flag says why
+(:func:`flagless`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import re
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
@@ -26,20 +26,26 @@ from typing import Any
 from precsearch.errors import UserInputError
 from precsearch.records import CASTS, GROUP_BY, Budget, parse_dtypes
 from precsearch.stored import study_record
+from precsearch.study.flags import (
+    FLAG,
+    NO_FLAG,
+    Flag,
+    at_least,
+    count,
+    option,
+    positive_float,
+    positive_int,
+    seconds,
+)
 from precsearch.study.storage import find_study
 
 __all__ = [
     "DEFAULT_EXPORTERS",
     "SAMPLERS",
-    "Flag",
     "SearchOptions",
     "check_study_name",
-    "count",
     "flagless",
     "option_flags",
-    "positive_float",
-    "positive_int",
-    "seconds",
     "stored_options",
     "worker_options",
     "worker_seed",
@@ -48,8 +54,6 @@ __all__ = [
 SAMPLERS = ("tpe", "nsga2", "random", "grid")
 DEFAULT_EXPORTERS = ("policy_json", "saved_model", "trials_csv")
 STUDY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
-_FLAG = "precsearch.flag"
-_NO_FLAG = "precsearch.no_flag"
 
 
 def check_study_name(name: str) -> str:
@@ -67,78 +71,6 @@ def check_study_name(name: str) -> str:
     return name
 
 
-def _integer(text: str, least: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not an integer") from None
-    if value < least:
-        words = {0: "is negative", 1: "is not a positive integer"}
-        raise ValueError(f"{value} {words.get(least, f'is fewer than {least}')}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """A flag's text as an integer of 1 or more; else ``ValueError`` saying why."""
-    return _integer(text, least=1)
-
-
-def count(text: str) -> int:
-    """A flag's text as an integer of 0 or more; else ``ValueError`` saying why."""
-    return _integer(text, least=0)
-
-
-def positive_float(text: str) -> float:
-    """A flag's text as a number above 0 (not ``nan``); else ``ValueError`` saying why."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise ValueError(f"{value} is not a positive number")
-    return value
-
-
-def seconds(text: str) -> float:
-    """A flag's text as 0 (off) or more seconds; else ``ValueError`` saying why."""
-    return 0.0 if text.strip() in ("0", "0.0") else positive_float(text)
-
-
-@dataclass(frozen=True)
-class Flag:
-    """How one :class:`SearchOptions` field is given on the command line.
-
-    :mod:`precsearch.cli.parser` makes the flags from these: the value goes to the field
-    of the same name, whose default is the flag's (a default of ``False``: a switch).
-
-    Attributes:
-        name: The flag (``--confirm``).
-        help: What ``--help`` says of it; ``None``: the flag alone.
-        convert: Reads the text typed; raises ``ValueError`` saying what was expected.
-        choices: The values it takes, where they are few.
-        metavar: The value's name in ``--help`` (default: the field's name in capitals).
-        repeat: Each use adds one item to a list.
-    """
-
-    name: str
-    help: str | None = None
-    convert: Callable[[str], Any] | None = None
-    choices: tuple[str, ...] | None = None
-    metavar: str | None = None
-    repeat: bool = False
-
-
-def _option(
-    default: Any, flag: str, convert: Callable[[str], Any] | None = None, **how: Any
-) -> Any:
-    """A :class:`SearchOptions` field with its :class:`Flag` (``how``: its help, choices,
-    metavar, repeat); a list default is copied for each instance."""
-    metadata = {_FLAG: Flag(flag, convert=convert, **how)}
-    if isinstance(default, list):
-        return field(default_factory=default.copy, metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
 @dataclass
 class SearchOptions:
     """Everything ``precsearch run`` takes (``None`` means: the model file's
@@ -147,110 +79,116 @@ class SearchOptions:
     In the order of ``precsearch run --help``; each field is its option's one definition.
     """
 
-    trials: int | None = _option(
+    trials: int | None = option(
         None, "--trials", count,
         help="trials to run now (default 16; 0: only confirm and export, say after workers "
         "on other machines)",
     )  # fmt: skip
-    timeout: float | None = _option(
+    timeout: float | None = option(
         None, "--timeout", positive_float, help="stop starting trials after SEC"
     )
-    trial_timeout: float = _option(
+    trial_timeout: float = option(
         1800.0, "--trial-timeout", positive_float, help="kill a trial after SEC"
     )
-    study_name: str | None = _option(
+    study_name: str | None = option(
         None, "--study-name", help="default: the model file's folder or name"
     )
-    storage: str | None = _option(
+    storage: str | None = option(
         None, "--storage", help="an Optuna storage URL (default: a journal file)"
     )
-    out: str = _option("studies", "--out", help="folder of study folders")
-    group_by: str | None = _option(None, "--group-by", choices=GROUP_BY)
-    casts: str = _option(
+    out: str = option("studies", "--out", help="folder of study folders")
+    group_by: str | None = option(None, "--group-by", choices=GROUP_BY)
+    casts: str = option(
         "follow", "--casts", choices=CASTS,
         help="follow (default): only layers that compute get a dtype choice, shape and "
         "element-wise layers take their input's; independent: every layer gets one",
     )  # fmt: skip
-    sensitive: bool = _option(
+    sensitive: bool = option(
         False, "--sensitive",
         help="with --casts follow, offer softmax layers a low dtype too (float32 by default)",
     )  # fmt: skip
-    dtypes: str | list[str] | None = _option(
+    dtypes: str | list[str] | None = option(
         None, "--dtypes", help="e.g. float32,bfloat16 (default: what runs fast here)"
     )
-    steps: int | None = _option(None, "--steps", positive_int, help="training steps per trial")
-    tolerance: float | None = _option(
+    steps: int | None = option(None, "--steps", positive_int, help="training steps per trial")
+    tolerance: float | None = option(
         None, "--tolerance", positive_float, help="largest fidelity gap (bands)"
     )
-    fp32_runs: int = _option(
-        Budget.ref_seeds, "--fp32-runs", partial(_integer, least=3), metavar="N",
+    fp32_runs: int = option(
+        Budget.ref_seeds, "--fp32-runs", partial(at_least, least=3), metavar="N",
         help="FP32 runs the quality test judges trials against (at least 3, default 8): fewer "
         "is faster, the test weaker (2 noise units worse caught 84%% with 8 runs, 49%% with 3)",
     )  # fmt: skip
-    sampler: str = _option("tpe", "--sampler", choices=SAMPLERS)
-    lr_rule: str = _option(
+    sampler: str = option("tpe", "--sampler", choices=SAMPLERS)
+    lr_rule: str = option(
         "auto", "--lr-rule", choices=("auto", "linear", "sqrt", "none"),
         help="how the learning rate follows the batch size (default auto: square root for "
         "Adam-family optimizers, linear for SGD)",
     )  # fmt: skip
-    batch_size: int | None = _option(
+    batch_size: int | None = option(
         None, "--batch-size", positive_int, help="the model's own batch size"
     )
-    in_process: bool = _option(False, "--in-process", help="run trials here (no crash isolation)")
-    seed: int = _option(0, "--seed", int, help="sampler seed")
-    heartbeat: int = _option(
+    in_process: bool = option(False, "--in-process", help="run trials here (no crash isolation)")
+    seed: int = option(0, "--seed", int, help="sampler seed")
+    heartbeat: int = option(
         60, "--heartbeat", positive_int, metavar="SEC",
         help="on a shared storage: a trial beats every SEC s; one silent 5 beats is failed "
         "and retried once (default 60)",
     )  # fmt: skip
-    gpu: int | None = _option(None, "--gpu", count, metavar="I", help="run trials on GPU I only")
-    strategy: str = _option(
+    gpu: int | None = option(None, "--gpu", count, metavar="I", help="run trials on GPU I only")
+    strategy: str = option(
         "none", "--strategy", choices=("none", "mirrored"),
         help="mirrored: train each trial data-parallel over the visible GPUs",
     )  # fmt: skip
-    confirm_top: int = _option(
+    block_time: float | None = option(
+        None, "--block-time", positive_float, metavar="S",
+        help="least seconds of one timed block, in trials, probes and the confirmation "
+        "(default 0.5, or $PRECSEARCH_BLOCK_TIME): shorter is faster and noisier; longer "
+        "for a noisy machine",
+    )  # fmt: skip
+    confirm_top: int = option(
         3, "--confirm", count, metavar="N", help="re-measure the top N (0: skip)"
     )
-    confirm_time: float = _option(
+    confirm_time: float = option(
         60.0, "--confirm-time", positive_float, metavar="S",
         help="most seconds of timed rounds for the selection, and again for the fresh "
         "rounds (default 60; at least 5 rounds each)",
     )  # fmt: skip
-    probe_time: float | None = _option(
+    probe_time: float | None = option(
         None, "--probe-time", seconds, metavar="S",
         help="most seconds of timed rounds for the probes before the search: each layer "
         "group alone in low precision against FP32 (default 30, or $PRECSEARCH_PROBE_TIME; "
         "0: no probes)",
     )  # fmt: skip
-    watchdog: float | None = _option(
+    watchdog: float | None = option(
         None, "--watchdog", positive_float, metavar="X",
         help="stop a trial whose first step is X times slower than FP32's (default 5)",
     )  # fmt: skip
-    keep_slow: bool = _option(
+    keep_slow: bool = option(
         False, "--keep-slow",
         help="train trials that are confidently slower than FP32 (or than the best "
         "feasible trial) to the end of their budget (to see how they train) instead of "
         "stopping them as too slow",
     )  # fmt: skip
-    dimensions: list[str] | None = _option(
+    dimensions: list[str] | None = option(
         None, "--dimension", metavar="NAME[=ARG]", repeat=True,
         help="search dimensions (repeatable; replaces the default layer_dtypes, loss_scale, "
         "batch_size, jit_compile)",
     )  # fmt: skip
-    objectives: list[str] = _option(
+    objectives: list[str] = option(
         [], "--objective", metavar="NAME[=ARG]", repeat=True,
         help="an extra objective or constraint beside speedup and fidelity (repeatable)",
     )  # fmt: skip
-    exporters: list[str] = _option(
+    exporters: list[str] = option(
         [], "--export", metavar="NAME[=ARG]", repeat=True,
         help="an extra exporter beside policy_json, saved_model, trials_csv (repeatable)",
     )  # fmt: skip
-    loader: str = _option(
+    loader: str = option(
         "model_file", "--loader", metavar="NAME[=ARG]",
         help="how MODEL_FILE is read (default model_file; see precsearch plugins)",
     )  # fmt: skip
     # This process's, never stored in the study: the worker's output on stderr.
-    debug: bool = _option(
+    debug: bool = option(
         False, "--debug",
         help="show the trial worker's output, TensorFlow's logs included, and an error's "
         "traceback",
@@ -258,7 +196,7 @@ class SearchOptions:
     env: dict[str, str] = field(
         default_factory=dict,
         metadata={
-            _NO_FLAG: "extra environment variables for the worker process: a notebook's "
+            NO_FLAG: "extra environment variables for the worker process: a notebook's "
             "(search(env=...)); a shell sets its own environment, which the worker inherits"
         },
     )
@@ -285,13 +223,9 @@ class SearchOptions:
                 f"--confirm-time {filled.confirm_time}: expected a positive number of seconds"
             )
         if filled.probe_time is None:
-            text = os.environ.get("PRECSEARCH_PROBE_TIME", "30")
-            try:
-                filled.probe_time = float(text)
-            except ValueError:
-                raise UserInputError(
-                    f"PRECSEARCH_PROBE_TIME={text!r}: expected a number of seconds"
-                ) from None
+            filled.probe_time = _env_seconds("PRECSEARCH_PROBE_TIME", 30.0)
+        if filled.block_time is None:
+            filled.block_time = _env_seconds("PRECSEARCH_BLOCK_TIME", Budget.block_time)
         if not filled.probe_time >= 0:
             raise UserInputError(
                 f"--probe-time {filled.probe_time}: expected 0 (no probes) or more seconds"
@@ -312,14 +246,17 @@ class SearchOptions:
         finish`` exports (stored in the study)."""
         keys = (
             "group_by", "casts", "sensitive", "dtypes", "steps", "tolerance", "fp32_runs",
-            "sampler", "lr_rule", "batch_size", "watchdog", "keep_slow", "dimensions",
-            "objectives", "exporters", "loader", "trial_timeout", "heartbeat", "strategy",
+            "block_time", "sampler", "lr_rule", "batch_size", "watchdog", "keep_slow",
+            "dimensions", "objectives", "exporters", "loader", "trial_timeout", "heartbeat",
+            "strategy",
         )  # fmt: skip
         return {key: getattr(self, key) for key in keys}
 
     def budget(self) -> Budget:
         """The trial budget these options ask for."""
         changes: dict[str, Any] = {"ref_seeds": self.fp32_runs}
+        if self.block_time is not None:
+            changes["block_time"] = self.block_time
         if self.steps:
             changes["steps"] = self.steps
         if self.watchdog:
@@ -329,19 +266,27 @@ class SearchOptions:
         return Budget(**changes)
 
 
+def _env_seconds(name: str, default: float) -> float:
+    """The seconds an environment variable gives an option's default (``default``
+    where unset); else one line saying what was expected."""
+    text = os.environ.get(name, str(default))
+    try:
+        return float(text)
+    except ValueError:
+        raise UserInputError(f"{name}={text!r}: expected a number of seconds") from None
+
+
 def option_flags() -> dict[str, Flag]:
     """The :class:`Flag` of each :class:`SearchOptions` field that has one, by field
     name, in the order of ``precsearch run --help``."""
-    return {f.name: f.metadata[_FLAG] for f in fields(SearchOptions) if _FLAG in f.metadata}
+    return {f.name: f.metadata[FLAG] for f in fields(SearchOptions) if FLAG in f.metadata}
 
 
 def flagless() -> dict[str, str]:
     """Why each :class:`SearchOptions` field without a flag has none (``""``: no reason
     given), by field name."""
     return {
-        f.name: f.metadata.get(_NO_FLAG, "")
-        for f in fields(SearchOptions)
-        if _FLAG not in f.metadata
+        f.name: f.metadata.get(NO_FLAG, "") for f in fields(SearchOptions) if FLAG not in f.metadata
     }
 
 
