@@ -137,6 +137,32 @@ def test_a_group_that_goes_non_finite_says_so(tmp_path):
     assert "non-finite" in got["problem"]
 
 
+def test_a_gradient_that_overflows_only_the_initial_loss_scale_is_not_a_pitfall(tmp_path):
+    import numpy as np
+
+    from precsearch.backend import current
+    from precsearch.engine.problem import Problem
+
+    float16 = Policy(default="mixed_float16")
+    problem = Problem(load_model_file(MODELS / "attention_scaled.py"))
+    model = problem.model_for(problem.normalise(float16), seed=0)
+    x, y = problem.first_batch(32)
+    # The premise: at 2**15 the scaled gradient overflows float16; at 2**8 it does not.
+    for scale, finite in ((2.0**15, False), (2.0**8, True)):
+        _, grads = current().gradients(model, x, y, scale)
+        assert all(np.isfinite(g).all() for g in grads) is finite
+    # Dynamic loss scaling skips those steps and halves the scale: no pitfall (it was
+    # pinned float32 when read at 2**15 alone), and close to FP32 at the scale reached.
+    with InProcess(load_model_file(MODELS / "attention_scaled.py"), tmp_path) as executor:
+        got = executor.numerics([("f16", float16)])["f16"]
+        assert got["gradient_error"] is not None and got["gradient_error"] < 0.05, got
+        # A backward pass that overflows at every scale down to 1 still breaks (the
+        # guard calls a scale below 1 collapsed).
+    with InProcess(load_model_file(MODELS / "overflowing_gradient.py"), tmp_path) as executor:
+        broken = executor.numerics([("f16", float16)])["f16"]
+    assert broken["gradient_error"] is None
+
+
 def test_a_dtype_is_ruled_out_only_when_it_loses_alone_and_together(mlp):
     _, space = mlp
     slow, fast, even = speed(0.5, 0.45, 0.55), speed(1.3, 1.2, 1.4), speed(1.0, 0.9, 1.1)

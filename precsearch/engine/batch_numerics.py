@@ -6,7 +6,8 @@ batch (at most 64 examples), from the same initial weights and the same seed, th
 the policy's model and through FP32's, forward and backward. Per policy: the relative
 error of the loss and of the whole gradient (the vector of every trainable variable's
 gradient; under loss scaling the scaled loss is differentiated and unscaled, as the
-optimizer sees it), and the largest activation with the layer that holds it, against
+optimizer sees it, at the scale dynamic loss scaling reaches on that batch), and the
+largest activation with the layer that holds it, against
 float16's limit (65504); and the classic pitfalls of the layers the policy puts in a low
 dtype (:func:`precsearch.engine.layer_checks.layer_pitfalls`: found once per model and
 process, each layer alone), one line each. Runs eagerly, outside any timed step; the
@@ -34,25 +35,57 @@ _PITFALLS: weakref.WeakKeyDictionary[Any, list[dict[str, Any]]] = weakref.WeakKe
 
 
 def _loss_and_gradient(model: Any, x: Any, y: Any, seed: int) -> tuple[float, Any]:
-    """The loss and the flat float64 gradient of one training batch (unscaled)."""
+    """The loss and the flat float64 gradient of one training batch (unscaled).
+
+    Under dynamic loss scaling, at the scale the optimizer would reach on this batch: a
+    scaled gradient that overflows at the initial scale (2**15 by default) is no pitfall,
+    the optimizer skips that step and halves the scale. So the first of the halved
+    scales at which the gradient is finite is found (bisecting the halvings, down to 1:
+    below it the scale has collapsed, as the guard says in training); non-finite even
+    there, it is reported at the initial scale. (The tiny attention model of ``benchmarks/gpu`` overflowed at 2**15
+    and was finite at 2**8: read at 2**15 alone, its attention was pinned float32.)
+    """
     import keras
     import numpy as np
 
     from precsearch.backend import current
     from precsearch.policy.layers import scalar
 
-    keras.utils.set_random_seed(seed)  # the same dropout masks on both sides
     optimizer = model.optimizer
-    scale = 1.0
-    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        scale = scalar(optimizer.dynamic_scale)
     variables = model.trainable_variables
-    loss, grads = current().gradients(model, x, y, scale)
-    flat = [
-        np.zeros(int(np.prod(v.shape))) if g is None else g / scale
-        for v, g in zip(variables, grads, strict=True)
-    ]
-    return loss, np.concatenate(flat) if flat else np.zeros(0)
+
+    def at(scale: float) -> tuple[float, Any]:
+        keras.utils.set_random_seed(seed)  # the same dropout masks on both sides
+        loss, grads = current().gradients(model, x, y, scale)
+        flat = [
+            np.zeros(int(np.prod(v.shape))) if g is None else np.ravel(g) / scale
+            for v, g in zip(variables, grads, strict=True)
+        ]
+        return loss, np.concatenate(flat) if flat else np.zeros(0)
+
+    if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return at(1.0)
+    initial = scalar(optimizer.dynamic_scale)
+    first = at(initial)
+    if np.isfinite(first[1]).all():
+        return first
+    # The scale after k skipped steps is initial / 2**k; below 1 it has collapsed (as
+    # the guard says in training: precsearch.policy.numerics).
+    most = int(np.floor(np.log2(initial)))
+    if most < 1:
+        return first
+    found = at(initial / 2.0**most)
+    if not np.isfinite(found[1]).all():
+        return first
+    broken, fine = 0, most
+    while fine - broken > 1:
+        middle = (broken + fine) // 2
+        numbers = at(initial / 2.0**middle)
+        if np.isfinite(numbers[1]).all():
+            fine, found = middle, numbers
+        else:
+            broken = middle
+    return found
 
 
 def _relative(a: Any, b: Any) -> float | None:
