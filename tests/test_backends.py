@@ -125,7 +125,7 @@ def test_a_whole_study_runs_on_the_backend(backend, tmp_path):
     done = run_cli(
         "run", str(MODELS / "mlp.py"), "--out", str(tmp_path), "--trials", "2", "--steps", "12",
         "--dtypes", "float32,bfloat16", "--sampler", "random", "--probe-time", "0",
-        "--confirm-time", "1", env=env,
+        "--confirm", "1", "--confirm-time", "1", "--fp32-runs", "3", env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     study = tmp_path / "mlp"

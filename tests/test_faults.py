@@ -154,8 +154,8 @@ def journal_cases(matrix: Matrix, out: Path) -> None:
             proc.wait()
         finally:
             proc.kill()
-    # Resumed: the injected trials up to the last hang, then the confirmation and export.
-    resumed = run_cli(*args, "--trials", "4", "--confirm", "1", "--confirm-time", "1")
+    # Resumed: the injected trials up to the last hang (the broken export below confirms).
+    resumed = run_cli(*args, "--trials", "4", "--confirm", "0")
     matrix.case(
         "journal study SIGKILLed mid-trial, resumed",
         resumed.returncode == 0 and "marked trials [5] failed" in resumed.stdout,
@@ -185,10 +185,10 @@ def journal_cases(matrix: Matrix, out: Path) -> None:
 
     # The study folder breaks while exporting: a directory where the policy file goes.
     before = [(t.number, t.state.name) for t in study.get_trials()]
-    (folder / "best_policy.json").unlink()
+    (folder / "best_policy.json").unlink(missing_ok=True)
     (folder / "best_policy.json").mkdir()
     (folder / "best_policy.json" / "keep").write_text("x")
-    broken = run_cli(*args, "--trials", "0", "--confirm-time", "1")
+    broken = run_cli(*args, "--trials", "0", "--confirm", "1", "--confirm-time", "1")
     after = [(t.number, t.state.name) for t in study.get_trials()]
     matrix.case(
         "study folder unwritable when exporting",

@@ -62,6 +62,7 @@ def test_workers_on_two_machines_share_one_study_on_postgresql(postgres_url, tmp
             *("--storage", postgres_url, "--study-name", "shared"),
             *("--out", str(tmp_path / machine), "--steps", "15"),
             *("--dtypes", "float32,bfloat16", "--sampler", "random"),
+            *("--fp32-runs", "3"),  # the shared study is the subject, not the test's power
             *more,
         ]
 
