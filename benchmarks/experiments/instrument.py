@@ -17,7 +17,7 @@ from experiments.shared import model_file
 from precsearch.engine.problem import Problem
 from precsearch.model_file import load_model_file
 
-INSTRUMENT = {"example": "wide_mlp", "copies": 4, "seconds": 60.0, "blocks": (0.25, 0.5, 1.0)}
+INSTRUMENT = {"example": "wide_mlp", "copies": 4, "seconds": 60.0, "blocks": (0.1, 0.25, 0.5, 1.0)}
 
 ESTIMATORS = {
     "median": np.median,
