@@ -42,8 +42,9 @@ def _loss_and_gradient(model: Any, x: Any, y: Any, seed: int) -> tuple[float, An
     the optimizer skips that step and halves the scale. So the first of the halved
     scales at which the gradient is finite is found (bisecting the halvings, down to 1:
     below it the scale has collapsed, as the guard says in training); non-finite even
-    there, it is reported at the initial scale. (The tiny attention model of ``benchmarks/gpu`` overflowed at 2**15
-    and was finite at 2**8: read at 2**15 alone, its attention was pinned float32.)
+    there, it is reported at the initial scale. (The tiny attention model of
+    ``benchmarks/gpu`` overflowed at 2**15 and was finite at 2**8: read at 2**15 alone,
+    its attention was pinned float32.)
     """
     import keras
     import numpy as np
