@@ -10,6 +10,7 @@ from pages import Pages, markdown_table, replaced_line
 
 import precsearch
 from experiments.shared import WORK, fresh_search, study_time
+from precsearch.records import Budget
 from precsearch.results.report import PHASES as TIMED_PHASES
 
 # A trial's phases as ``TrialResult.timings`` names them: the overhead files' columns.
@@ -27,9 +28,10 @@ INTRO = (
     "`costmodel.md`): wide_mlp with the default space (8 trials), MobileNetV2 (6 "
     "trials, 30 steps). Overhead = everything but the measured blocks "
     "and the rest of the training. `reference` = the FP32 runs of the user's training "
-    "(3 seeds, once), one FP32 run per new batch size and XLA setting (the precision-only "
-    "diagnostic) and the FP32 timing model; worker start, import and set-up are paid "
-    "once per worker (one per study here) and charged to its first trial.\n"
+    f"({Budget.ref_seeds} data-order seeds, `--fp32-runs`, once), one FP32 run per new "
+    "batch size and XLA setting (the precision-only diagnostic) and the FP32 timing "
+    "model; worker start, import and set-up are paid once per worker (one per study "
+    "here) and charged to its first trial.\n"
 )
 
 
