@@ -26,6 +26,7 @@ NO_FLAG = "precsearch.no_flag"
 
 
 def at_least(text: str, least: int) -> int:
+    """A flag's text as an integer of ``least`` or more; else ``ValueError`` saying why."""
     try:
         value = int(text)
     except ValueError:
