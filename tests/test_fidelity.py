@@ -22,7 +22,9 @@ from precsearch.engine.fidelity import (
     time_to_quality,
     window_mean,
 )
-from precsearch.records import Fidelity, Reference, StepStats, TrialResult
+from precsearch.engine.references import candidate_runs, candidate_seeds
+from precsearch.policy import Policy
+from precsearch.records import Budget, Fidelity, Reference, StepStats, TrialResult
 
 SAMPLES = [32 * (i + 1) for i in range(8)]
 
@@ -162,61 +164,114 @@ def test_a_bigger_batch_that_learns_worse_per_sample_is_infeasible_with_that_rea
     assert judge(big, reference(), Fidelity())[0] == "ok"
 
 
-SD = 0.05  # FP32's seed-to-seed sd of the final loss in the simulations: the noise unit
-N_FP32, M_CANDIDATE = 8, 3  # Budget().ref_seeds and references.CANDIDATE_RUNS
+SD, METRIC_SD = 0.05, 0.02  # FP32's seed-to-seed sd in the simulations: the noise unit
+N_FP32 = Budget().ref_seeds  # the default --fp32-runs
 
 
-def judged(fp32_finals, candidate_finals):
-    """The real judge on FP32 runs ending at ``fp32_finals`` and a candidate whose runs
-    (seed 0, then its own seeds) end at ``candidate_finals``."""
-    trial = result(candidate_finals[0])
-    trial.numerics["runs"] = [{"seed": 100 + i, "loss": v, "nonfinite_step": None}
-                              for i, v in enumerate(candidate_finals[1:])]  # fmt: skip
-    return judge(trial, reference(tuple(fp32_finals)), Fidelity())[0] != "ok"
+def simulated_reference(rng, n=N_FP32, figures=1):
+    """``n`` FP32 runs on normal noise: the training loss alone judges (``figures`` 1),
+    or with the validation loss and accuracy (3), each FP32 moves far from initialisation."""
+    val = figures == 3
+    return Reference(
+        batch_size=32,
+        lr_rule="none",
+        steps=8,
+        curves=[[2.0] * 6 + [f, f] for f in 1.0 + rng.normal(0, SD, size=n)],
+        val_loss=list(1.0 + rng.normal(0, SD, size=n)) if val else [None] * n,
+        val_metric=list(0.8 + rng.normal(0, METRIC_SD, size=n)) if val else [None] * n,
+        seeds=list(range(1, n + 1)),
+        initial={"loss": 2.0, "metric": 0.1} if val else {},
+        metric_name="accuracy",
+    )
 
 
-def called_worse(studies, shift, rng, n=N_FP32, m=M_CANDIDATE, candidates=1, rho=0.0):
+def judged(fp32, loss, val_loss=None, val_metric=None):
+    """The real judge on FP32 runs ``fp32`` and a candidate whose runs (seed 0, then its
+    own seeds) end at ``loss`` (and ``val_loss``, ``val_metric``)."""
+    m = len(loss)
+    val_loss = [None] * m if val_loss is None else val_loss
+    val_metric = [None] * m if val_metric is None else val_metric
+    trial = result(loss[0])
+    trial.val = {"loss": val_loss[0], "metric": val_metric[0]}
+    trial.numerics["runs"] = [{"seed": 100 + i, "loss": loss[i], "val_loss": val_loss[i],
+                               "val_metric": val_metric[i], "nonfinite_step": None}
+                              for i in range(1, m)]  # fmt: skip
+    return judge(trial, fp32, Fidelity())[0] != "ok"
+
+
+def called_worse(studies, shift, rng, n=N_FP32, m=None, candidates=1, rho=0.0, figures=1):
     """Per study: ``n`` FP32 runs and ``candidates`` candidates ``shift`` noise units
-    worse, each on seed 0 and ``m - 1`` seeds of its own. A final loss is FP32's mean plus
-    a seed's effect (``rho`` of the variance, shared by every run on that data order) plus
-    the run's own noise. Returns the studies x candidates verdicts (True: worse)."""
+    worse on one figure (the training loss; with three figures, the validation loss), each
+    on seed 0 and seeds of its own: ``m`` runs, or as many as the real rule sizes
+    (:func:`candidate_runs`). A final training loss is FP32's mean plus a seed's effect
+    (``rho`` of the variance, shared by every run on that data order) plus the run's own
+    noise. Returns the studies x candidates verdicts (True: worse) and the runs judged."""
     seed_sd, run_sd = SD * math.sqrt(rho), SD * math.sqrt(1 - rho)
     out = np.zeros((studies, candidates), dtype=bool)
     for i in range(studies):
-        fp32 = 1.0 + rng.normal(0, SD, size=n)
+        fp32 = simulated_reference(rng, n, figures)
+        runs = m or candidate_runs(fp32, Fidelity().alpha)
         seed0 = rng.normal(0, seed_sd)  # the draw seed 0 gives every candidate
         for j in range(candidates):
-            own = rng.normal(0, seed_sd, size=m - 1)
-            draws = np.concatenate([[seed0], own]) + rng.normal(0, run_sd, size=m)
-            out[i, j] = judged(fp32, 1.0 + shift * SD + draws)
-    return out
+            own = rng.normal(0, seed_sd, size=runs - 1)
+            loss = 1.0 + np.concatenate([[seed0], own]) + rng.normal(0, run_sd, size=runs)
+            if figures == 1:
+                out[i, j] = judged(fp32, loss + shift * SD)
+                continue
+            val_loss = 1.0 + shift * SD + rng.normal(0, SD, size=runs)
+            metric = 0.8 + rng.normal(0, METRIC_SD, size=runs)
+            out[i, j] = judged(fp32, loss, val_loss, metric)
+    return out, runs
 
 
-def test_fp32_at_held_out_seeds_is_called_worse_at_most_alpha_of_the_time(figure):
+@pytest.mark.parametrize("figures", [1, 3])
+def test_fp32_at_held_out_seeds_is_called_worse_at_most_alpha_of_the_time(figure, figures):
     studies = 1500
-    worse = called_worse(studies, 0.0, np.random.default_rng(1))[:, 0].sum()
+    worse = called_worse(studies, 0.0, np.random.default_rng(1), figures=figures)[0].sum()
     # One-sided binomial test: could the rate be alpha or less?
     p = scipy_stats.binomtest(int(worse), studies, 0.05, alternative="greater").pvalue
-    figure(f"fidelity: FP32 at held-out seeds called worse in {worse}/{studies} studies")
+    figure(f"fidelity: FP32 at held-out seeds, {figures} figure(s), called worse in "
+           f"{worse}/{studies} studies")  # fmt: skip
     assert p > 0.01 and worse / studies > 0.02  # at the level, not far under it
 
 
-def test_a_candidate_two_noise_units_worse_is_caught_at_least_80_percent(figure):
+@pytest.mark.parametrize(("figures", "runs"), [(1, 3), (3, 4)])
+def test_a_candidate_two_noise_units_worse_is_caught_at_least_80_percent(figure, figures, runs):
     studies = 1500
-    caught = called_worse(studies, 2.0, np.random.default_rng(2))[:, 0].sum()
-    stated = stated_rates(N_FP32, M_CANDIDATE, 1, 0.05)
-    figure(f"fidelity: 2-unit-worse caught in {caught}/{studies}; stated {stated['power']:.3f}")
-    low = scipy_stats.binomtest(int(caught), studies).proportion_ci(0.99).low
-    assert low >= 0.80 and abs(caught / studies - stated["power"]) < 0.04
+    verdicts, m = called_worse(studies, 2.0, np.random.default_rng(2), figures=figures)
+    caught, stated = verdicts.sum(), stated_rates(N_FP32, m, figures, 0.05)
+    figure(f"fidelity: 2-unit-worse on one of {figures} figure(s), {m} runs, caught in "
+           f"{caught}/{studies}; stated {stated['power']:.3f}")  # fmt: skip
+    assert m == runs and stated["power"] >= 0.80  # the rule sized the runs for it
+    se = math.sqrt(stated["power"] * (1 - stated["power"]) / studies)
+    assert abs(caught / studies - stated["power"]) < 3 * se  # and the real judge has it
     # One candidate run has no such power against any number of FP32 runs: Phi(2 - 1.645).
     assert stated_rates(1000, 1, 1, 0.05)["power"] < 0.65
+
+
+def test_the_candidates_runs_are_the_fewest_that_reach_80_percent_power():
+    rng = np.random.default_rng(4)
+    alpha = Fidelity().alpha
+    assert candidate_runs(simulated_reference(rng, 12), alpha) == 3
+    assert candidate_runs(simulated_reference(rng, 12, figures=3), alpha) == 4
+    # Eight FP32 runs need six of the candidate's for three figures (72% with four).
+    assert candidate_runs(simulated_reference(rng, 8, figures=3), alpha) == 6
+    assert stated_rates(8, 5, 3, alpha)["power"] < 0.8 <= stated_rates(8, 6, 3, alpha)["power"]
+    # With 3 FP32 runs no number up to 8 reaches it: the fewest, the power stated lower.
+    assert candidate_runs(simulated_reference(rng, 3), alpha) == 3
+    assert stated_rates(3, 8, 1, alpha)["power"] < 0.8
+    # Seeds of its own: runs - 1 of them, the same for the same policy, none a noise run's.
+    policy = Policy(types={"Dense": "mixed_bfloat16"})
+    seeds = candidate_seeds(policy, 4)
+    assert seeds[0] == 0 and len(seeds) == 4 and min(seeds[1:]) > N_FP32
+    assert seeds == candidate_seeds(policy, 4) and candidate_seeds(policy, 3) == seeds[:3]
 
 
 def test_candidates_of_equal_quality_no_longer_fail_together_on_one_draw():
     # Ten candidates like FP32 per study; seed 0's data order is 90% of the variance.
     rng = np.random.default_rng(3)
-    before = called_worse(400, 0.0, rng, n=3, m=1, candidates=10, rho=0.9)
-    now = called_worse(400, 0.0, rng, candidates=10, rho=0.9)
+    before = called_worse(400, 0.0, rng, n=3, m=1, candidates=10, rho=0.9)[0]
+    now = called_worse(400, 0.0, rng, candidates=10, rho=0.9)[0]
     # Judged on seed 0 alone, whole studies rejected every candidate like FP32.
     assert before.all(axis=1).mean() >= 0.01 and now.all(axis=1).mean() == 0
     assert now.mean() <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / now.size)

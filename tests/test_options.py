@@ -127,7 +127,7 @@ def test_a_bad_flag_value_is_one_line_that_says_why(argv, message, capsys):
 
 def test_fp32_runs_set_the_budgets_reference_runs_for_every_worker_of_the_study():
     options = run_options(build_parser().parse_args(["run", "m.py", "--fp32-runs", "3"]))
-    assert options.budget().ref_seeds == 3 and SearchOptions().budget().ref_seeds == 8
+    assert options.budget().ref_seeds == 3 and SearchOptions().budget().ref_seeds == 12
     assert options.shared()["fp32_runs"] == 3  # stored in the study: workers run the same
     # The notebook's search(fp32_runs=...) skips the parser: resolved() refuses it too.
     with pytest.raises(UserInputError, match="^--fp32-runs 2: expected at least 3"):

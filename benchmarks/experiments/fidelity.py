@@ -2,12 +2,13 @@
 real runs of the bundled studies at data-order seeds held out from its noise runs.
 
 Per study, one process trains a pool of FP32 runs of the user's training (its own steps
-and batch size, from the same initial weights, one per data-order seed: 7 blocks of
-``CANDIDATE_RUNS``); each block is the candidate once, against the ``Budget().ref_seeds``
-runs after it (other blocks, cyclically: held out from the candidate, shared between
-judgments, which makes their verdicts correlate a little), judged by the real
-:func:`precsearch.engine.fidelity.judge`. The simulation runs the same judge on normal
-noise. These are quality runs, not timings, but they run alone all the same.
+and batch size, from the same initial weights, one per data-order seed: ``POOL``); seven
+blocks of ``m`` runs (:func:`precsearch.engine.references.candidate_runs`, the real rule)
+are each the candidate once, against the ``Budget().ref_seeds`` runs after it (cyclically:
+held out from the candidate, shared between judgments, which makes their verdicts
+correlate a little), judged by the real :func:`precsearch.engine.fidelity.judge`. The
+simulation runs the same judge and rule on normal noise, with one figure judging and with
+three. These are quality runs, not timings, but they run alone all the same.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from scipy import stats
 
 from precsearch.engine.fidelity import assess, judge, stated_rates, window_mean
 from precsearch.engine.problem import Problem
-from precsearch.engine.references import CANDIDATE_RUNS, References
+from precsearch.engine.references import References, candidate_runs
 from precsearch.model_file import load_model_file
 from precsearch.records import Budget, Fidelity, Reference, TrialResult
 
 STUDIES = ("digits_cnn", "wide_mlp", "tutorial_cnn")
 JUDGMENTS = 7  # per study: 21 real judgments of FP32 as a candidate
+POOL = 28  # FP32 runs per study: 7 blocks of up to 4 runs (the rule's most at 12 FP32 runs)
 SIMULATED = 4000  # studies per simulated rate
 
 
@@ -74,15 +76,15 @@ def _study(name: str, n: int) -> list[dict[str, Any]]:
     t0 = time.perf_counter()
     problem = Problem(load_model_file(ROOT / "studies" / name / "model.py"))
     budget = Budget(steps=int(problem.spec.config.get("steps", 60)))
-    m = CANDIDATE_RUNS
-    pool = References(problem).get(problem.baseline(), budget, range(1, JUDGMENTS * m + 1))
+    pool = References(problem).get(problem.baseline(), budget, range(1, POOL + 1))
     seconds = time.perf_counter() - t0
-    print(f"{name}: {JUDGMENTS * m} FP32 runs in {seconds:.0f} s", file=sys.stderr, flush=True)
+    m = candidate_runs(_subset(pool, list(range(n))), Fidelity().alpha)
+    print(f"{name}: {POOL} FP32 runs in {seconds:.0f} s; m = {m}", file=sys.stderr, flush=True)
     rows = []
     for j in range(JUDGMENTS):
         # The candidate: block j of the pool; the noise: the n runs after it (cyclically).
         candidate = list(range(j * m, (j + 1) * m))
-        fp32 = [((j + 1) * m + i) % (JUDGMENTS * m) for i in range(n)]
+        fp32 = [((j + 1) * m + i) % POOL for i in range(n)]
         noise = _subset(pool, fp32)
         status, reason, gap = _judged(noise, candidate, pool)
         judging = [figure for figure, why in assess(noise).items() if not why]
@@ -90,33 +92,57 @@ def _study(name: str, n: int) -> list[dict[str, Any]]:
             "study": name, "steps": budget.steps, "judgment": j,
             "fp32_seeds": " ".join(str(pool.seeds[i]) for i in fp32),
             "candidate_seeds": " ".join(str(pool.seeds[i]) for i in candidate),
-            "judging": " ".join(judging), "gap": round(gap, 3) if math.isfinite(gap) else None,
+            "judging": " ".join(judging), "candidate_runs": m,
+            "gap": round(gap, 3) if math.isfinite(gap) else None,
             "called_worse": status != "ok", "reason": reason,
             "pool_seconds": round(seconds, 1),
         })  # fmt: skip
     return rows
 
 
-def _simulated(n: int) -> dict[str, float]:
-    """The real judge on normal noise: FP32 at held-out seeds, and a candidate 2 noise
-    units (FP32's sd between seeds) worse, both with ``CANDIDATE_RUNS`` runs."""
+def _simulated(n: int) -> dict[int, dict[str, float]]:
+    """The real judge and rule on normal noise, per number of judging figures (1: the
+    training loss; 3: with the validation loss and accuracy): FP32 at held-out seeds
+    called worse, a candidate 2 noise units (FP32's sd between seeds) worse on one figure
+    caught, and the candidate's runs ``m``."""
     rng = np.random.default_rng(33)
-    sd, counts = 0.05, {0.0: 0, 2.0: 0}
-    seeds = list(range(1, n + 1))
-    for shift in counts:
-        for _ in range(SIMULATED):
-            finals = 1.0 + rng.normal(0, sd, size=n)
-            ref = Reference(batch_size=32, lr_rule="none", steps=8, seeds=seeds,
-                            curves=[[2.0] * 6 + [f, f] for f in finals],
-                            val_loss=[None] * n, val_metric=[None] * n)  # fmt: skip
-            mine = 1.0 + shift * sd + rng.normal(0, sd, size=CANDIDATE_RUNS)
-            trial = TrialResult(policy={}, curve={"samples": ref.samples(),
-                                                  "loss": [2.0] * 6 + [mine[0]] * 2})  # fmt: skip
-            trial.numerics = {"nonfinite_step": None, "runs": [
-                {"seed": 100 + i, "loss": v, "nonfinite_step": None}
-                for i, v in enumerate(mine[1:])]}  # fmt: skip
-            counts[shift] += judge(trial, ref, Fidelity())[0] != "ok"
-    return {"false": counts[0.0] / SIMULATED, "power": counts[2.0] / SIMULATED}
+    out = {}
+    for k in (1, 3):
+        counts = {0.0: 0, 2.0: 0}
+        for shift in counts:
+            for _ in range(SIMULATED):
+                ref = _normal_reference(rng, n, k)
+                m = candidate_runs(ref, Fidelity().alpha)
+                figures = {
+                    "loss": 1.0 + rng.normal(0, 0.05, size=m) + (shift * 0.05 if k == 1 else 0),
+                    "val_loss": 1.0 + rng.normal(0, 0.05, size=m) + (shift * 0.05 if k == 3 else 0),
+                    "val_metric": 0.8 + rng.normal(0, 0.02, size=m),
+                }  # fmt: skip
+                if k == 1:
+                    figures["val_loss"] = figures["val_metric"] = [None] * m
+                curve = {"samples": ref.samples(), "loss": [2.0] * 6 + [figures["loss"][0]] * 2}
+                val = {"loss": figures["val_loss"][0], "metric": figures["val_metric"][0]}
+                trial = TrialResult(policy={}, curve=curve, val=val)
+                trial.numerics = {"nonfinite_step": None, "runs": [
+                    {"seed": 100 + i, "nonfinite_step": None,
+                     **{name: values[i] for name, values in figures.items()}}
+                    for i in range(1, m)]}  # fmt: skip
+                counts[shift] += judge(trial, ref, Fidelity())[0] != "ok"
+        out[k] = {"false": counts[0.0] / SIMULATED, "power": counts[2.0] / SIMULATED, "m": m}
+    return out
+
+
+def _normal_reference(rng: np.random.Generator, n: int, k: int) -> Reference:
+    """``n`` FP32 runs on normal noise (sd 0.05 for a loss, 0.02 for the accuracy), judged
+    by the training loss alone (``k`` 1) or with the validation figures (3)."""
+    val = k == 3
+    return Reference(
+        batch_size=32, lr_rule="none", steps=8, seeds=list(range(1, n + 1)),
+        curves=[[2.0] * 6 + [f, f] for f in 1.0 + rng.normal(0, 0.05, size=n)],
+        val_loss=list(1.0 + rng.normal(0, 0.05, size=n)) if val else [None] * n,
+        val_metric=list(0.8 + rng.normal(0, 0.02, size=n)) if val else [None] * n,
+        initial={"loss": 2.0, "metric": 0.1} if val else {}, metric_name="accuracy",
+    )  # fmt: skip
 
 
 def _interval(k: int, total: int) -> str:
@@ -125,45 +151,51 @@ def _interval(k: int, total: int) -> str:
 
 
 def _lines(
-    simulated: dict[str, float], rows: list[dict[str, Any]], worse: int, n: int
+    simulated: dict[int, dict[str, float]], rows: list[dict[str, Any]], worse: int, n: int
 ) -> list[str]:
-    m = CANDIDATE_RUNS
-    one, three = stated_rates(n, m, 1, 0.05), stated_rates(n, m, 3, 0.05)
     old = stated_rates(3, 1, 1, 0.05)
     table = markdown_table(
-        ["study", "steps", "judgments", "figures that judge", "called worse", "gaps", "pool s"],
-        [[s, r[0]["steps"], len(r), r[0]["judging"] or "none",
+        ["study", "steps", "judgments", "figures that judge", "candidate runs", "called worse",
+         "gaps", "pool s"],
+        [[s, r[0]["steps"], len(r), r[0]["judging"] or "none", r[0]["candidate_runs"],
           sum(x["called_worse"] for x in r),
           ", ".join("-" if x["gap"] is None else f"{x['gap']:.2f}" for x in r),
           r[0]["pool_seconds"]]
          for s in STUDIES if (r := [x for x in rows if x["study"] == s])],
     )  # fmt: skip
-    sims = SIMULATED
+    sims, lines = SIMULATED, []
+    for k, sim in simulated.items():
+        stated = stated_rates(n, sim["m"], k, 0.05)
+        lines += [
+            f"- {k} figure{'s' if k > 1 else ''} judging: {sim['m']} candidate runs. FP32 "
+            f"judged as a candidate at held-out seeds, called worse: "
+            f"{_interval(round(sim['false'] * sims), sims)}; stated at most "
+            f"{stated['false_rejection']:.0%}. A candidate 2 noise units worse on one figure, "
+            f"caught: {_interval(round(sim['power'] * sims), sims)}; stated "
+            f"{stated['power']:.1%} (the noncentral t).",
+        ]
     return [
-        f"The test: {n} FP32 runs (data-order seeds) measure the noise; the candidate is "
-        f"its {m} runs on seeds of its own (seed 0 and two from its policy); one-sided, "
-        "the difference of the means against `t(1 - alpha/k, n - 1) * sd * sqrt(1/m + 1/n)`"
-        " (k figures judge; alpha 5%). A noise unit is FP32's sd between seeds.",
+        f"The test: {n} FP32 runs (data-order seeds, the default `--fp32-runs`) measure the "
+        "noise; the candidate is m runs on seeds of its own (seed 0 and m - 1 from its "
+        "policy), m the fewest from 3 to 8 that catch a candidate 2 noise units worse on "
+        "one of the k judging figures 80% of the time; one-sided, the difference of the "
+        "means against `t(1 - alpha/k, n - 1) * sd * sqrt(1/m + 1/n)` (alpha 5%). A noise "
+        "unit is FP32's sd between seeds.",
         "",
-        "## Simulated (normal noise, the real judge, one figure)",
+        "## Simulated (normal noise, the real judge and rule)",
         "",
-        f"- FP32 judged as a candidate at held-out seeds, called worse: "
-        f"{_interval(round(simulated['false'] * sims), sims)}; stated at most "
-        f"{one['false_rejection']:.0%}.",
-        f"- A candidate 2 noise units worse, caught: "
-        f"{_interval(round(simulated['power'] * sims), sims)}; stated {one['power']:.1%} "
-        "(the noncentral t).",
-        f"- With three figures judging (Bonferroni), a candidate 2 units worse on one of them "
-        f"is caught {three['power']:.1%} of the time (stated); false 'worse' at most 5%.",
-        f"- Before: 3 FP32 runs and one candidate run on seed 0 caught it {old['power']:.1%} of "
-        f"the time; one candidate run cannot reach 80% against any number of FP32 runs "
-        f"({stated_rates(10_000, 1, 1, 0.05)['power']:.1%} at 10,000).",
+        *lines,
+        f"- Before issue 33: 3 FP32 runs and one candidate run on seed 0 caught it "
+        f"{old['power']:.1%} of the time; one candidate run cannot reach 80% against any "
+        f"number of FP32 runs ({stated_rates(10_000, 1, 1, 0.05)['power']:.1%} at 10,000). "
+        f"Before this page: 8 FP32 runs and 3 candidate runs caught it "
+        f"{stated_rates(8, 3, 3, 0.05)['power']:.1%} of the time with three figures judging.",
         "",
         "## Real runs: FP32 at held-out seeds judged as a candidate",
         "",
-        f"Each study's own steps and batch size; a pool of {JUDGMENTS * m} FP32 runs per "
-        f"study, each block of {m} judged once as the candidate against the {n} runs after "
-        f"it (held out from it; shared between judgments). Called worse: "
+        f"Each study's own steps and batch size; a pool of {POOL} FP32 runs per study, "
+        f"{JUDGMENTS} blocks of m runs each judged once as the candidate against the {n} runs "
+        f"after it (held out from it; shared between judgments). Called worse: "
         f"{_interval(worse, len(rows))}.",
         "",
         *table,

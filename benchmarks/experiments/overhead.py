@@ -30,7 +30,9 @@ INTRO = (
     "and the rest of the training. `reference` = the FP32 runs of the user's training "
     f"({Budget.ref_seeds} data-order seeds, `--fp32-runs`, once), one FP32 run per new "
     "batch size and XLA setting (the precision-only diagnostic) and the FP32 timing "
-    "model; worker start, import and set-up are paid once per worker (one per study "
+    "model; `own_seeds` = each candidate's untimed runs on data-order seeds of its own "
+    "(the quality test's, as many as its power needs); worker start, import and set-up "
+    "are paid once per worker (one per study "
     "here) and charged to its first trial.\n"
 )
 

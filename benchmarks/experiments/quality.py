@@ -8,6 +8,7 @@ from typing import Any
 from pages import Pages, markdown_table
 
 from experiments.shared import answer_fields, fresh_search
+from precsearch.records import Budget
 
 # Budgets sized for a 2-core CPU; each is stated in the results.
 QUALITY = {
@@ -22,8 +23,9 @@ QUALITY = {
 INTRO = (
     "Each example: a search with the stated budget (default steps from its "
     "`precsearch_config` unless given; every trial trains the same number of examples, "
-    "judged one-sided against 8 FP32 runs of the user's own training with held-out "
-    "data-order seeds, at equal samples, on 3 runs of its own), then the confirmation: "
+    f"judged one-sided against {Budget.ref_seeds} FP32 runs of the user's own training with "
+    "held-out data-order seeds, at equal samples, on 3-4 runs of its own, as many as 80% "
+    "power needs), then the confirmation: "
     "the top 3 feasible candidates (and the global recipe, if feasible), each timed as "
     "two independently built instances, re-measured round by round (blocks of at least "
     "10 calls and 0.5 s, a random order each round, in at most three looks, at most "

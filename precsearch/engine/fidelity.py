@@ -6,22 +6,22 @@ Definitions (also in the README):
   of the points with ``0.75 * budget < samples <= budget``); with validation data, the
   validation loss and the first compiled metric after the budget's samples.
 * **The noise**: ``n`` FP32 runs of the user's training from the same initial weights with
-  data-order seeds 1..n (``budget.ref_seeds``, 8). A noise unit is the standard deviation
+  data-order seeds 1..n (``budget.ref_seeds``, 12). A noise unit is the standard deviation
   of a figure between them.
 * **The candidate's runs**: its timed run on data-order seed 0 (the seed of its FP32 twin)
   and ``m - 1`` untimed runs on seeds of its own (:func:`precsearch.engine.references.
-  candidate_seeds`, 3 runs): no seed is shared with the noise runs, and no two policies
-  share their own seeds, so that candidates of equal quality do not fail or pass together
-  on one unlucky draw (FP32 itself, judged on seed 0 alone, read 1.13 on digits_cnn).
+  candidate_seeds`): no seed is shared with the noise runs, and no two policies share
+  their own seeds, so that candidates of equal quality do not fail or pass together on
+  one unlucky draw (FP32 itself, judged on seed 0 alone, read 1.13 on digits_cnn).
 * **The test** (:func:`stated_rates`): per figure, one-sided, the difference of the means
   (the candidate's ``m`` runs minus the FP32 runs', in the worse direction) against the
   bar ``t(1 - alpha/k, n - 1) * sd * sqrt(1/m + 1/n)`` (``k`` figures judge; Bonferroni),
   at least a floor: for a loss, ``floor`` (2%) of how much FP32's figure fell over the
   budget; for a metric in [0, 1], ``metric_floor`` (half a point). FP32 judged as a
-  candidate on held-out seeds is called worse at most ``alpha`` of the time; with n = 8,
-  m = 3 and one figure, a candidate 2 noise units worse is caught 84% of the time
-  (``tests/test_fidelity.py``, ``benchmarks/results/fidelity.md``); one candidate run
-  never reaches 80%: ``Phi(2 - 1.645)`` = 64% against endless FP32 runs.
+  candidate on held-out seeds is called worse at most ``alpha`` of the time; ``m`` is the
+  fewest runs (3-8) that catch a candidate 2 noise units worse on one figure 80% of the
+  time (:func:`precsearch.engine.references.candidate_runs`: with n = 12, 3 runs for
+  k = 1 or 2, 4 for k = 3; ``tests/test_fidelity.py``, ``benchmarks/results/fidelity.md``).
 * **Gap**: per figure, the difference over the bar (negative: better, never a failure);
   the largest over the figures that judge, feasible when ≤ ``tolerance`` (1: the test).
 * **What cannot judge** (:func:`assess`): a figure that FP32 does not move beyond the

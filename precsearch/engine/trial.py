@@ -7,19 +7,20 @@ their batch size, XLA setting and steps per call (:meth:`Problem.baseline()
 1. builds the candidate from the initial weights under the policy and traces it; stops
    if its first call after tracing costs over ``budget.watchdog`` times FP32's per sample;
 2. times it against the already traced FP32 model in alternating blocks of calls, each
-   at least ``budget.block_time`` long (0.5 s unless ``--block-time``)
-   (:func:`precsearch.engine.instrument.interleave`), the candidate training on from the
-   same data order as the FP32 runs: the speedup is the geometric mean of the pairs'
-   ratios, with its Student-t interval, the estimator of the confirmation. From three
-   pairs on, once it is confidently slower than FP32, or than the study's best feasible
-   trial so far (``budget.stop_below``: a trial that cannot reach it cannot be the
-   answer), it stops as ``too_slow`` (:func:`precsearch.stats.confidently_slower`; never
-   the user's FP32, nor with ``budget.stop_slow`` off); until ±3% or ``budget.max_blocks``;
+   at least ``budget.block_time`` (``--block-time``) long
+   (:func:`~precsearch.engine.instrument.interleave`), the candidate training on from
+   the same data order as the FP32 runs: the speedup is the geometric mean of the pairs'
+   ratios, with its Student-t interval, as in the confirmation. From three pairs on,
+   once it is confidently slower than FP32, or than the study's best feasible trial so
+   far (``budget.stop_below``: a trial that cannot reach it cannot be the answer), it
+   stops as ``too_slow`` (:func:`precsearch.stats.confidently_slower`; never the user's
+   FP32, nor with ``budget.stop_slow`` off); until ±3% or ``budget.max_blocks``;
 3. trains on to the budget's samples, evaluating validation data there, and on up to
    1.5x the budget while its smoothed loss has not reached FP32's quality target;
-4. trains again on its own data-order seeds (untimed), judges its runs against FP32's *at
-   equal samples* (:func:`precsearch.engine.fidelity.judge`), with the time each needs to
-   FP32's quality and, when batch size or XLA differ, its FP32 twin (trained only now);
+4. trains again on its own data-order seeds, untimed, as many as the test's power needs
+   (:func:`~precsearch.engine.references.candidate_runs`); judges its runs against
+   FP32's at equal samples (:func:`~precsearch.engine.fidelity.judge`), with its time to
+   FP32's quality and (other batch size or XLA) its FP32 twin, trained only now;
 5. records the gradient's norm on one batch (global, per layer), outside the timed steps.
 """
 
@@ -47,7 +48,7 @@ from precsearch.engine.fidelity import (
 from precsearch.engine.instrument import Interleaved, block_steps, interleave, step, step_stats
 from precsearch.engine.memory import PeakMemory
 from precsearch.engine.problem import Problem
-from precsearch.engine.references import runs_on_own_seeds
+from precsearch.engine.references import candidate_runs, runs_on_own_seeds
 from precsearch.policy import Policy
 from precsearch.policy.layers import scalar
 from precsearch.records import Budget, Fidelity, Reference, TrialResult
@@ -305,8 +306,8 @@ def _judge(result: TrialResult, candidate: _Candidate, policy: Policy, setup: Tr
     reference, fidelity, timings = setup.reference, setup.fidelity, result.timings
     t0, problem = time.perf_counter(), setup.problem
     calls = setup.budget.calls(candidate.per_call, problem.batch_size, timed=False)
-    result.numerics["runs"] = runs = runs_on_own_seeds(
-        problem, candidate.model, candidate.start, calls, policy, candidate.context)  # fmt: skip
+    result.numerics["runs"] = runs = runs_on_own_seeds(problem, candidate.model, candidate.start,
+        calls, policy, candidate.context, candidate_runs(reference, fidelity.alpha))  # fmt: skip
     timings["total"] += (own_seeds_s := time.perf_counter() - t0)
     timings["own_seeds"] = own_seeds_s
     status, reason, gap, gaps = judge(result, reference, fidelity)
@@ -321,11 +322,8 @@ def _judge(result: TrialResult, candidate: _Candidate, policy: Policy, setup: Tr
     result.time_to_quality["trace_s"] = timings["trace"]
     if setup.fp32_twin is None:
         return
-    t0 = time.perf_counter()
-    fp32_run = None
-    if not (_low(policy) or setup.build):
-        fp32_run = _as_fp32_run(candidate, policy, reference, calls)
-    twin = setup.fp32_twin(fp32_run)
+    t0, own = time.perf_counter(), not (_low(policy) or setup.build)  # FP32: its own twin
+    twin = setup.fp32_twin(_as_fp32_run(candidate, policy, reference, calls) if own else None)
     timings["reference"] = time.perf_counter() - t0
     timings["total"] += timings["reference"]
     result.precision_gap = precision_gap(result, twin, reference, fidelity)

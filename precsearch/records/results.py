@@ -42,8 +42,9 @@ class Budget:
             noisier, longer ones for a noisier machine.
         max_blocks: Most pairs of blocks per trial, fewer once the speedup is known to
             ±3% (the candidate trains on, untimed, after that); ``None``: no limit.
-        ref_seeds: FP32 reference runs (data-order seeds) per batch size, at least 3;
-            8 give the quality test its power (:mod:`precsearch.engine.fidelity`).
+        ref_seeds: FP32 reference runs (data-order seeds) of the user's training, at
+            least 3; with 12, a candidate's 3-4 runs give the quality test 80% power
+            (:func:`precsearch.engine.references.candidate_runs`).
         watchdog: Stop when the first step after tracing costs more than this many
             times the FP32 step (per sample).
         stop_slow: Stop a trial once three pairs of blocks show it confidently slower
@@ -63,7 +64,7 @@ class Budget:
     block: int = 5
     block_time: float = 0.5
     max_blocks: int | None = 8
-    ref_seeds: int = 8
+    ref_seeds: int = 12
     watchdog: float = 5.0
     stop_slow: bool = True
     stop_below: float = 1.0

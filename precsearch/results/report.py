@@ -168,6 +168,7 @@ PHASES = (
     ("measured blocks", ("measured",)),
     ("training on", ("train",)),
     ("evaluation", ("evaluate",)),
+    ("runs on its own seeds", ("own_seeds",)),  # the quality test's (engine/references)
 )
 
 

@@ -116,8 +116,9 @@ class SearchOptions:
     )
     fp32_runs: int = option(
         Budget.ref_seeds, "--fp32-runs", partial(at_least, least=3), metavar="N",
-        help="FP32 runs the quality test judges trials against (at least 3, default 8): fewer "
-        "is faster, the test weaker (2 noise units worse caught 84%% with 8 runs, 49%% with 3)",
+        help="FP32 runs the quality test judges trials against (at least 3, default 12): fewer "
+        "is faster, the test weaker (2 noise units worse on one of 3 figures: caught 83%% "
+        "with 12, 21%% with 3)",
     )  # fmt: skip
     sampler: str = option("tpe", "--sampler", choices=SAMPLERS)
     lr_rule: str = option(
