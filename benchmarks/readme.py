@@ -1,7 +1,11 @@
-"""The README's Results section, generated from ``benchmarks/results/`` (never typed in).
+"""The README's Results section, generated from a results folder (never typed in).
 
-``python benchmarks/run.py readme`` rewrites the part of README.md between the markers;
-``tests/test_readme.py`` checks that the README says what the result files say.
+``python benchmarks/run.py readme --results DIR`` rewrites the part of README.md between
+the markers from ``DIR`` (``benchmarks/results/`` or a machine's folder in it): the newest
+full run of ``all`` (:func:`newest`). A page that ``DIR`` lacks (a step ``all`` does not
+run) comes from ``benchmarks/results/``, and the README says where and when it was
+measured. ``tests/test_readme.py`` checks that the README says what the files say, from
+the folder it names, and that this folder is the newest.
 """
 
 from __future__ import annotations
@@ -28,13 +32,55 @@ OLD_SELECTION = (
 )
 
 
-def _rows(name: str) -> list[dict[str, str]]:
-    with open(RESULTS / name, newline="") as handle:
-        return list(csv.DictReader(handle))
+# The pages `all` writes (benchmarks/experiments): a folder with every one is a full run.
+FULL_RUN = ("instrument.md", "policy_quality.csv", "selection.csv", "repeatability.csv",
+            "overhead.csv", "machine.json")  # fmt: skip
+LINK = re.compile(r"\[`(benchmarks/results/[^`]*)`\]")  # the folder the Results name
 
 
-def _machine() -> str:
-    m = json.loads((RESULTS / "machine.json").read_text())
+class Source:
+    """A results folder the Results are read from; a file it lacks comes from
+    ``benchmarks/results/``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder.resolve()
+        self.machine = json.loads((self.folder / "machine.json").read_text())
+
+    def path(self, name: str) -> Path:
+        here = self.folder / name
+        return here if here.exists() else RESULTS / name
+
+    def rows(self, name: str) -> list[dict[str, str]]:
+        with open(self.path(name), newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    def elsewhere(self, page: str) -> str:
+        """``"; measured <date> on <cpu>"`` where a result page comes from another run
+        than the folder's machine.json (a step not rerun), else nothing."""
+        m = self.machine
+        found = re.search(r"Measured (\S+) on (.+?) \(", self.path(page).read_text())
+        if found is None or found.groups() == (m["date"], m["cpu"]):
+            return ""
+        return f"; measured {found[1]} on {found[2]}"
+
+
+def newest() -> Path:
+    """The folder of the newest full run of ``all`` (by its machine.json's date; on the
+    same date, a machine's own folder before the shared one)."""
+    full = [f for f in [RESULTS, *sorted(RESULTS.iterdir())]
+            if f.is_dir() and all((f / name).exists() for name in FULL_RUN)]  # fmt: skip
+    return max(full, key=lambda f: (json.loads((f / "machine.json").read_text())["date"],
+                                    f != RESULTS))  # fmt: skip
+
+
+def quoted(readme: str) -> Path:
+    """The results folder README.md's Results say they come from."""
+    section = readme[readme.index(START) : readme.index(END)]
+    return ROOT / LINK.search(section)[1]
+
+
+def _machine(src: Source) -> str:
+    m = src.machine
     flags = m["cpu_low_precision_flags"]
     native = {"avx512_bf16", "amx_bf16"} & set(flags)
     kind = (
@@ -50,23 +96,13 @@ def _machine() -> str:
     )
 
 
-def _elsewhere(page: str) -> str:
-    """``"; measured <date> on <cpu>"`` where a result page comes from another run than
-    machine.json's (a step not rerun), else nothing."""
-    m = json.loads((RESULTS / "machine.json").read_text())
-    found = re.search(r"Measured (\S+) on (.+?) \(", (RESULTS / page).read_text())
-    if found is None or found.groups() == (m["date"], m["cpu"]):
-        return ""
-    return f"; measured {found[1]} on {found[2]}"
-
-
-def _quality_table() -> list[str]:
+def _quality_table(src: Source) -> list[str]:
     lines = [
         "| example | answer | batch, XLA | vs your FP32 | each part adds | left out | "
         "to FP32 quality | global recipe | TF graph rewrite | FP32 copy (A/A) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in _rows("policy_quality.csv"):
+    for r in src.rows("policy_quality.csv"):
         answer = "**FP32**" if r["best_is_fp32"] == "True" else r["best_policy"]
         if answer == "fp32: rest":
             answer = "float32 throughout"  # a batch size or XLA change alone
@@ -89,8 +125,8 @@ def _parts(row: dict[str, str]) -> str:
     return f"precision {row['from_precision']} x batch/XLA {row['from_batch_and_xla']}"
 
 
-def _repeatability() -> str:
-    rows = _rows("repeatability.csv")
+def _repeatability(src: Source) -> str:
+    rows = src.rows("repeatability.csv")
     by_example: dict[str, list[dict[str, str]]] = {}
     for r in rows:
         by_example.setdefault(r["example"], []).append(r)
@@ -102,21 +138,21 @@ def _repeatability() -> str:
     return (
         f"Repeatability: the whole confirmation run twice in separate processes gave the same "
         f"answer on {len(same)} of {len(by_example)} examples ({', '.join(same) or 'none'}); "
-        f"the FP32 copy read {copies} (`repeatability.md`{_elsewhere('repeatability.md')})."
+        f"the FP32 copy read {copies} (`repeatability.md`{src.elsewhere('repeatability.md')})."
     )
 
 
-def _interval() -> str:
+def _interval(src: Source) -> str:
     """The interval the Results' ratios carry: BCa bootstrap in runs before
     ``ratio_bounds`` became a Student-t interval on log ratios (issue 33)."""
-    date = json.loads((RESULTS / "machine.json").read_text())["date"]
+    date = src.machine["date"]
     if date >= T_SINCE:
         return "Student-t on log ratios"
     return f"BCa bootstrap in these runs; Student-t on log ratios since {T_SINCE}"
 
 
-def _selection() -> str:
-    rows = {r["session"]: r for r in _rows("selection.csv")}
+def _selection(src: Source) -> str:
+    rows = {r["session"]: r for r in src.rows("selection.csv")}
     same, gain = rows["same"], rows["gain"]
     rule = same.get("rule") or OLD_SELECTION
     return (
@@ -124,12 +160,12 @@ def _selection() -> str:
         f"`selection.md`; {rule}): with three candidates that are FP32 under other labels, "
         f"{same['any_winner']} of {same['studies']} studies crowned one; a candidate measured "
         f"at {gain['c0_vs_fp32_whole_recording']} FP32 over the whole recording was found in "
-        f"{gain['c0_found']} of {gain['studies']}{_elsewhere('selection.md')}."
+        f"{gain['c0_found']} of {gain['studies']}{src.elsewhere('selection.md')}."
     )
 
 
-def _efficiency() -> str:
-    rows = {(r["sampler"], r["trials"]): r for r in _rows("search_efficiency.csv")}
+def _efficiency(src: Source) -> str:
+    rows = {(r["sampler"], r["trials"]): r for r in src.rows("search_efficiency.csv")}
     parts = []
     for sampler, label in (("tpe", "TPE"), ("random", "random"), ("nsga2", "NSGA-II")):
         r = rows[(sampler, "20")]
@@ -140,25 +176,25 @@ def _efficiency() -> str:
         "Search: replayed against an exhaustively measured space (every policy of a "
         "digits_cnn space timed against FP32), the share of the best measured speedup "
         f"found within 20 trials, mean over 5 seeds: {', '.join(parts)} "
-        f"(`search_efficiency.md`{_elsewhere('search_efficiency.md')})."
+        f"(`search_efficiency.md`{src.elsewhere('search_efficiency.md')})."
     )
 
 
-def _overhead() -> str:
+def _overhead(src: Source) -> str:
     parts = [
         f"{float(r['overhead_share']):.0%} on {r['example']} ({r['trials']} trials, "
         f"{float(r['total_s']):.0f} s)"
-        for r in _rows("overhead.csv")
+        for r in src.rows("overhead.csv")
     ]
     return (
         "Cost: the share of trial time that is not the measured blocks or training "
         f"(references, tracing, warm-up, start-up): {', '.join(parts)} "
-        f"(`overhead.md`{_elsewhere('overhead.md')})."
+        f"(`overhead.md`{src.elsewhere('overhead.md')})."
     )
 
 
-def _wall() -> str:
-    (r,) = _rows("wall.csv")
+def _wall(src: Source) -> str:
+    (r,) = src.rows("wall.csv")
     minutes = float(r["wall_s"]) / 60
     return (
         f"A whole study (`precsearch run studies/{r['example']}/model.py`, 16 trials of 120 "
@@ -166,29 +202,29 @@ def _wall() -> str:
         f"{float(r['probe_s']):.0f} s, trials {float(r['trials_s']):.0f} s "
         f"({r['trials']} proposed: {r['answered_by_probes']} answered by the probes; overhead "
         f"{float(r['overhead_share']):.0%}), confirmation and export {float(r['rest_s']):.0f} s; "
-        f"answer {r['vs_fp32']} FP32 (`wall.md`{_elsewhere('wall.md')})."
+        f"answer {r['vs_fp32']} FP32 (`wall.md`{src.elsewhere('wall.md')})."
     )
 
 
-def _casts() -> str:
-    rows = _rows("casts.csv")
+def _casts(src: Source) -> str:
+    rows = src.rows("casts.csv")
     dims = ", ".join(f"{r['example']} {r['dims_follow']}/{r['dims_independent']}" for r in rows)
     speed = ", ".join(f"{r['example']} {r['follow_vs_independent']}" for r in rows)
     return (
         f"Cast-aware space (`--group-by type`): dtype choices with shape and element-wise "
         f"layers following their input against every class a choice: {dims}; one choice "
         f"(the computing classes in bfloat16) with the rest following, against the rest "
-        f"float32 with casts between: {speed} (`casts.md`{_elsewhere('casts.md')})."
+        f"float32 with casts between: {speed} (`casts.md`{src.elsewhere('casts.md')})."
     )
 
 
-def _probes() -> str:
+def _probes(src: Source) -> str:
     cost = "; ".join(
         f"{r['example']} {r['within_15']} of {r['policies']} (median error "
         f"{float(r['median_error']):.0%}, probes {float(r['probe_s']):.0f} s)"
-        for r in _rows("costmodel.csv")
+        for r in src.rows("costmodel.csv")
     )
-    rows = {(r["sampler"], r["probes"], r["trials"]): r for r in _rows("warmstart.csv")}
+    rows = {(r["sampler"], r["probes"], r["trials"]): r for r in src.rows("warmstart.csv")}
     share = ", ".join(
         f"{'with' if probes == 'True' else 'without'} the probes "
         f"{float(rows[('tpe', probes, '8')]['mean_share']):.2f} (worst seed "
@@ -197,51 +233,54 @@ def _probes() -> str:
     )
     return (
         f"Probes: the cost model's prediction within ±15% of the measured speed: {cost} "
-        f"(`costmodel.md`{_elsewhere('costmodel.md')}); TPE's share of the exhaustive best "
+        f"(`costmodel.md`{src.elsewhere('costmodel.md')}); TPE's share of the exhaustive best "
         f"within 8 trials on digits_cnn by layer, mean over 5 seeds: {share} "
-        f"(`warmstart.md`{_elsewhere('warmstart.md')})."
+        f"(`warmstart.md`{src.elsewhere('warmstart.md')})."
     )
 
 
-def results_section() -> str:
-    """The generated text between the README's markers."""
+def results_section(folder: Path) -> str:
+    """The generated text between the README's markers, from ``folder``."""
+    src, where = Source(folder), folder.resolve().relative_to(ROOT).as_posix() + "/"
     lines = [
         START,
-        _machine(),
+        _machine(src),
         "The answer's speedup is against your own FP32 training (your batch size, XLA "
         "setting and steps per execution): the geometric mean of per-round ratios, with its "
-        f"95% interval ({_interval()}), in rounds measured after the answer was chosen, "
+        f"95% interval ({_interval(src)}), in rounds measured after the answer was chosen, "
         "split into what "
         "low precision adds and what the batch size and XLA add; 'to FP32 quality' is the "
         "wall time to a loss every FP32 run reached, FP32's over the answer's; the FP32 copy "
         "is the A/A test, its error how far its interval reaches from 1; a peer that did not "
         "train like FP32 is shown with its reason. Details, spreads and the raw rounds: "
-        "[`benchmarks/results/`](benchmarks/results/).",
+        f"[`{where}`]({where}).",
         "",
-        *_quality_table(),
+        *_quality_table(src),
         "",
-        _selection(),
-        _repeatability(),
-        _efficiency(),
-        _overhead(),
-        _wall(),
-        _casts(),
-        _probes(),
+        _selection(src),
+        _repeatability(src),
+        _efficiency(src),
+        _overhead(src),
+        _wall(src),
+        _casts(src),
+        _probes(src),
         END,
     ]
     return "\n".join(lines)
 
 
-def update_readme() -> None:
-    """Replace the README's generated Results text with what the files say now."""
+def update_readme(folder: Path) -> None:
+    """Replace the README's generated Results text with what ``folder``'s files say."""
     text = README.read_text()
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    README.write_text(head + results_section() + tail)
+    README.write_text(head + results_section(folder) + tail)
 
 
 def readme_step(pages: Pages) -> None:
-    """The ``readme`` experiment of ``run.py``: README.md's Results come from
-    benchmarks/results/ whatever folder ``pages`` writes to (``--results``): another
-    machine's folder is not the README's."""
-    update_readme()
+    """The ``readme`` experiment of ``run.py``: README.md's Results from the folder
+    ``pages`` writes to (``--results``), which must be the newest full run of ``all``."""
+    if pages.folder.resolve() != newest().resolve():
+        raise SystemExit(f"readme: the newest full run of `all` is in {newest()}, not "
+                         f"{pages.folder}: the README quotes the newest")  # fmt: skip
+    update_readme(pages.folder)

@@ -48,9 +48,11 @@ def test_the_results_section_is_what_the_benchmark_files_say():
     spec = importlib.util.spec_from_file_location("readme", ROOT / "benchmarks" / "readme.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.results_section() in (ROOT / "README.md").read_text(), (
-        "README.md's Results differ from benchmarks/results/: run `python benchmarks/run.py readme`"
-    )
+    text, newest = (ROOT / "README.md").read_text(), module.newest()
+    folder = module.quoted(text)
+    rerun = f"run `python benchmarks/run.py readme --results {newest.relative_to(ROOT)}`"
+    assert folder.resolve() == newest.resolve(), f"the newest full run is not quoted: {rerun}"
+    assert module.results_section(folder) in text, f"README.md's Results differ: {rerun}"
 
 
 def python_blocks() -> list[str]:
