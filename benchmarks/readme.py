@@ -55,13 +55,19 @@ class Source:
             return list(csv.DictReader(handle))
 
     def elsewhere(self, page: str) -> str:
-        """``"; measured <date> on <cpu>"`` where a result page comes from another run
-        than the folder's machine.json (a step not rerun), else nothing."""
+        """``"; measured <date> on <cpu> with <flags>"`` where a result page comes from
+        another run or CPU than the folder's machine.json (a step not rerun), else
+        nothing (one CPU model name covers Xeons with and without AMX: the flags tell)."""
         m = self.machine
-        found = re.search(r"Measured (\S+) on (.+?) \(", self.path(page).read_text())
-        if found is None or found.groups() == (m["date"], m["cpu"]):
+        found = re.search(r"Measured (\S+) on (.+?) \((?:[^;)]*; low-precision flags: "
+                          r"([^;]*);)?", self.path(page).read_text())  # fmt: skip
+        if found is None:
             return ""
-        return f"; measured {found[1]} on {found[2]}"
+        flags = found[3] or ""
+        if (found[1], found[2], flags) == (m["date"], m["cpu"], ", ".join(
+                m["cpu_low_precision_flags"])):  # fmt: skip
+            return ""
+        return f"; measured {found[1]} on {found[2]}" + (f" with {flags}" if flags else "")
 
 
 def newest() -> Path:
@@ -82,12 +88,12 @@ def quoted(readme: str) -> Path:
 def _machine(src: Source) -> str:
     m = src.machine
     flags = m["cpu_low_precision_flags"]
-    native = {"avx512_bf16", "amx_bf16"} & set(flags)
-    kind = (
-        "native bfloat16 (" + ", ".join(sorted(native)) + ")"
-        if native
-        else "no native bfloat16 (no AVX512-BF16 or AMX)"
-    )
+    if "amx_bf16" in flags:
+        kind = "bfloat16 matrix units (AMX)"
+    elif "avx512_bf16" in flags:
+        kind = "bfloat16 dot products (AVX512-BF16) but no AMX"
+    else:
+        kind = "no native bfloat16 (no AVX512-BF16 or AMX)"
     # GPUs only where machine.json names some: run.py does not look for them.
     gpus = ", ".join(g.get("name", "?") for g in m["gpus"])
     return (

@@ -6,7 +6,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
 from helpers import sign_data, tiny_model
 
 from precsearch.model_file import read_config
@@ -71,26 +70,46 @@ TINY = {
 }
 
 
-@pytest.mark.slow
-def test_every_figure_in_the_results_prose_comes_from_a_results_file():
-    """The prose around the generated table quotes figures: each is in benchmarks/results/
-    (a ratio such as ``1.46x``, a decimal, a percentage), so none is typed from memory."""
+FIGURE = r"(\d+\.\d+x?|\d+(?:\.\d+)?%)"  # a ratio such as 1.46x, a decimal, a percentage
+CITED = re.compile(r"`((?:benchmarks/results/)?[\w/]*?(?:[\w]+\.(?:md|csv)|/))`")
+
+
+def _cells(path: Path) -> set[str]:
+    """Every whole figure of a results page and of its CSV: "3.14" is not one in "13.145",
+    nor "1.4x" in "1.46x"."""
+    text = "\n".join(p.read_text() for p in (path, path.with_suffix(".csv")) if p.exists())
+    return set(re.findall(r"(?<![\w.])" + FIGURE + r"(?!\d)", text))
+
+
+def test_every_figure_in_the_results_prose_is_in_the_file_it_cites():
+    """The prose around the generated table quotes figures: each is followed, in its
+    paragraph, by the results file it comes from (`name.md`, looked up in the last folder
+    the paragraph names before it, else in the one the Results quote, else in
+    benchmarks/results/), and is a whole figure of that file: none is typed from memory
+    or from another page."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Results") :]
     section = section[: section.index("\n## ", 1)]
     generated = section[section.index("<!-- results: generated") : section.index("end -->")]
-    prose = section.replace(generated, "")
-    figures = set(re.findall(r"(?<![\w.-])(\d+\.\d+x?|\d+(?:\.\d+)?%)", prose))
-    assert figures, "the Results prose quotes no figure"
-    results = "\n".join(
-        path.read_text() for path in (ROOT / "benchmarks" / "results").rglob("*")
-        if path.suffix in (".md", ".csv", ".json")
-    )  # fmt: skip
-    # A figure must be a whole figure of a results file, not part of one: "3.14" is not
-    # found in "13.145", nor "1.4x" in "1.46x".
-    cells = set(re.findall(r"(?<![\w.])(\d+\.\d+x?|\d+(?:\.\d+)?%)(?!\d)", results))
-    missing = sorted(f for f in figures if f not in cells)
-    assert not missing, f"README Results figures found in no results file: {missing}"
+    results = ROOT / "benchmarks" / "results"
+    quoted = ROOT / re.search(r"\[`(benchmarks/results/[^`]*)`\]", generated)[1]
+    wrong, found = [], 0
+    for paragraph in section.replace(generated, "").split("\n\n"):
+        for figure in re.finditer(r"(?<![\w.-])" + FIGURE, paragraph):
+            cite = next((c for c in CITED.finditer(paragraph, figure.end())
+                         if c[1].endswith((".md", ".csv"))), None)  # fmt: skip
+            if cite is None:
+                wrong.append(f"{figure[1]}: cites no results file after it")
+                continue
+            folders = [ROOT / c[1] for c in CITED.finditer(paragraph[: cite.start()])
+                       if c[1].endswith("/")][-1:]  # fmt: skip
+            where = [f / cite[1] for f in (*folders, quoted, results)]
+            page = next((p for p in where if p.exists()), None)
+            found += 1
+            if page is None or figure[1] not in _cells(page):
+                wrong.append(f"{figure[1]}: not a figure of {cite[1]} ({page or 'no such file'})")
+    assert found, "the Results prose quotes no figure"
+    assert not wrong, "README Results prose: " + "; ".join(wrong)
 
 
 def test_every_python_block_of_the_readme_runs(tmp_path, monkeypatch):

@@ -2,13 +2,14 @@
 real runs of the bundled studies at data-order seeds held out from its noise runs.
 
 Per study, one process trains a pool of FP32 runs of the user's training (its own steps
-and batch size, from the same initial weights, one per data-order seed: ``POOL``); seven
-blocks of ``m`` runs (:func:`precsearch.engine.references.candidate_runs`, the real rule)
-are each the candidate once, against the ``Budget().ref_seeds`` runs after it (cyclically:
-held out from the candidate, shared between judgments, which makes their verdicts
-correlate a little), judged by the real :func:`precsearch.engine.fidelity.judge`. The
-simulation runs the same judge and rule on normal noise, with one figure judging and with
-three. These are quality runs, not timings, but they run alone all the same.
+and batch size, from the same initial weights, one per data-order seed: 4 per judgment);
+``JUDGMENTS`` blocks of ``m`` runs (the real rule,
+:func:`precsearch.engine.references.candidate_runs`) are each the candidate once,
+against the ``Budget().ref_seeds`` runs after it (cyclically: held out from the
+candidate, shared between judgments, which makes their verdicts correlate a little),
+judged by the real :func:`precsearch.engine.fidelity.judge`. The simulation runs the
+same judge and rule on normal noise, with one figure judging and with three. These are
+quality runs, not timings, but they run alone all the same.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from precsearch.engine.references import References, candidate_runs
 from precsearch.model_file import load_model_file
 from precsearch.records import Budget, Fidelity, Reference, TrialResult
 
-STUDIES = ("digits_cnn", "wide_mlp", "tutorial_cnn")
-JUDGMENTS = 7  # per study: 21 real judgments of FP32 as a candidate
-POOL = 28  # FP32 runs per study: 7 blocks of up to 4 runs (the rule's most at 12 FP32 runs)
+# Real judgments of FP32 as a candidate per study (57 in all; tutorial_cnn's runs are slow).
+JUDGMENTS = {"digits_cnn": 25, "wide_mlp": 25, "tutorial_cnn": 7}
+STUDIES = tuple(JUDGMENTS)
+RUNS = 4  # FP32 runs per judgment in the pool: the rule's most candidate runs at 12 FP32 runs
 SIMULATED = 4000  # studies per simulated rate
 
 
@@ -76,15 +78,16 @@ def _study(name: str, n: int) -> list[dict[str, Any]]:
     t0 = time.perf_counter()
     problem = Problem(load_model_file(ROOT / "studies" / name / "model.py"))
     budget = Budget(steps=int(problem.spec.config.get("steps", 60)))
-    pool = References(problem).get(problem.baseline(), budget, range(1, POOL + 1))
+    size = JUDGMENTS[name] * RUNS
+    pool = References(problem).get(problem.baseline(), budget, range(1, size + 1))
     seconds = time.perf_counter() - t0
     m = candidate_runs(_subset(pool, list(range(n))), Fidelity().alpha)
-    print(f"{name}: {POOL} FP32 runs in {seconds:.0f} s; m = {m}", file=sys.stderr, flush=True)
+    print(f"{name}: {size} FP32 runs in {seconds:.0f} s; m = {m}", file=sys.stderr, flush=True)
     rows = []
-    for j in range(JUDGMENTS):
+    for j in range(JUDGMENTS[name]):
         # The candidate: block j of the pool; the noise: the n runs after it (cyclically).
         candidate = list(range(j * m, (j + 1) * m))
-        fp32 = [((j + 1) * m + i) % POOL for i in range(n)]
+        fp32 = [((j + 1) * m + i) % size for i in range(n)]
         noise = _subset(pool, fp32)
         status, reason, gap = _judged(noise, candidate, pool)
         judging = [figure for figure, why in assess(noise).items() if not why]
@@ -193,8 +196,8 @@ def _lines(
         "",
         "## Real runs: FP32 at held-out seeds judged as a candidate",
         "",
-        f"Each study's own steps and batch size; a pool of {POOL} FP32 runs per study, "
-        f"{JUDGMENTS} blocks of m runs each judged once as the candidate against the {n} runs "
+        f"Each study's own steps and batch size; a pool of {RUNS} FP32 runs per judgment, "
+        f"disjoint blocks of m runs each judged once as the candidate against the {n} runs "
         f"after it (held out from it; shared between judgments). Called worse: "
         f"{_interval(worse, len(rows))}.",
         "",

@@ -20,8 +20,8 @@ Definitions (also in the README):
   budget; for a metric in [0, 1], ``metric_floor`` (half a point). FP32 judged as a
   candidate on held-out seeds is called worse at most ``alpha`` of the time; ``m`` is the
   fewest runs (3-8) that catch a candidate 2 noise units worse on one figure 80% of the
-  time (:func:`precsearch.engine.references.candidate_runs`: with n = 12, 3 runs for
-  k = 1 or 2, 4 for k = 3; ``tests/test_fidelity.py``, ``benchmarks/results/fidelity.md``).
+  time (``references.candidate_runs``: with n = 12, 3 runs for k = 1 or 2, 4 for k = 3;
+  ``tests/test_fidelity.py``; ``benchmarks/results/intel_xeon_avx512_bf16/fidelity.md``).
 * **Gap**: per figure, the difference over the bar (negative: better, never a failure);
   the largest over the figures that judge, feasible when ≤ ``tolerance`` (1: the test).
 * **What cannot judge** (:func:`assess`): a figure that FP32 does not move beyond the
