@@ -42,8 +42,8 @@ def parser() -> argparse.ArgumentParser:
         "--results",
         type=Path,
         default=RESULTS,
-        help="where the result files go (default benchmarks/results: the README's; another "
-        "kind of machine gets a folder of its own)",
+        help="where the result files go (default benchmarks/results; another kind of machine "
+        "gets a folder of its own; readme quotes the newest full run of all)",
     )
     return made
 

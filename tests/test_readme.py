@@ -41,12 +41,18 @@ def test_readme_example_is_a_model_file():
     assert isinstance(batch_size, int) and batch_size > 0
 
 
-def test_the_results_section_is_what_the_benchmark_files_say():
+def readme_module():
+    """``benchmarks/readme.py``, which writes the README's Results."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("readme", ROOT / "benchmarks" / "readme.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_results_section_is_what_the_benchmark_files_say():
+    module = readme_module()
     text, newest = (ROOT / "README.md").read_text(), module.newest()
     folder = module.quoted(text)
     rerun = f"run `python benchmarks/run.py readme --results {newest.relative_to(ROOT)}`"
@@ -70,7 +76,7 @@ TINY = {
 }
 
 
-FIGURE = r"(\d+\.\d+x?|\d+(?:\.\d+)?%)"  # a ratio such as 1.46x, a decimal, a percentage
+FIGURE = r"(\d+(?:\.\d+)?%|\d+\.\d+x?)"  # a percentage (its % kept), a ratio such as 1.46x
 CITED = re.compile(r"`((?:benchmarks/results/)?[\w/]*?(?:[\w]+\.(?:md|csv)|/))`")
 
 
@@ -91,11 +97,10 @@ def test_every_figure_in_the_results_prose_is_in_the_file_it_cites():
     section = text[text.index("## Results") :]
     section = section[: section.index("\n## ", 1)]
     generated = section[section.index("<!-- results: generated") : section.index("end -->")]
-    results = ROOT / "benchmarks" / "results"
-    quoted = ROOT / re.search(r"\[`(benchmarks/results/[^`]*)`\]", generated)[1]
+    results, quoted = ROOT / "benchmarks" / "results", readme_module().quoted(text)
     wrong, found = [], 0
     for paragraph in section.replace(generated, "").split("\n\n"):
-        for figure in re.finditer(r"(?<![\w.-])" + FIGURE, paragraph):
+        for figure in re.finditer(r"(?<![\w.])" + FIGURE, paragraph):  # a range's ends too
             cite = next((c for c in CITED.finditer(paragraph, figure.end())
                          if c[1].endswith((".md", ".csv"))), None)  # fmt: skip
             if cite is None:
@@ -103,7 +108,7 @@ def test_every_figure_in_the_results_prose_is_in_the_file_it_cites():
                 continue
             folders = [ROOT / c[1] for c in CITED.finditer(paragraph[: cite.start()])
                        if c[1].endswith("/")][-1:]  # fmt: skip
-            where = [f / cite[1] for f in (*folders, quoted, results)]
+            where = [f / cite[1] for f in (*folders, quoted, results, ROOT)]  # ROOT: a full path
             page = next((p for p in where if p.exists()), None)
             found += 1
             if page is None or figure[1] not in _cells(page):

@@ -64,7 +64,7 @@ EXPERIMENTS = (
     Experiment("backends", "experiments.backends:backends",
                "The bundled studies on TensorFlow and on JAX, side by side (backends.md)."),
     Experiment("readme", "readme:readme_step",
-               "README.md's Results section, rewritten from benchmarks/results/."),
+               "README.md's Results, from the newest full run of all (--results)."),
 )  # fmt: skip
 
 # What `all` runs: repeatability reads the studies quality leaves; readme comes last.

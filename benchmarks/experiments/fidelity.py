@@ -81,7 +81,8 @@ def _study(name: str, n: int) -> list[dict[str, Any]]:
     size = JUDGMENTS[name] * RUNS
     pool = References(problem).get(problem.baseline(), budget, range(1, size + 1))
     seconds = time.perf_counter() - t0
-    m = candidate_runs(_subset(pool, list(range(n))), Fidelity().alpha)
+    m = candidate_runs(_subset(pool, list(range(n))), Fidelity())
+    assert m <= RUNS, f"{name}: the rule wants {m} runs; the pool has {RUNS} per judgment"
     print(f"{name}: {size} FP32 runs in {seconds:.0f} s; m = {m}", file=sys.stderr, flush=True)
     rows = []
     for j in range(JUDGMENTS[name]):
@@ -115,7 +116,7 @@ def _simulated(n: int) -> dict[int, dict[str, float]]:
         for shift in counts:
             for _ in range(SIMULATED):
                 ref = _normal_reference(rng, n, k)
-                m = candidate_runs(ref, Fidelity().alpha)
+                m = candidate_runs(ref, Fidelity())
                 figures = {
                     "loss": 1.0 + rng.normal(0, 0.05, size=m) + (shift * 0.05 if k == 1 else 0),
                     "val_loss": 1.0 + rng.normal(0, 0.05, size=m) + (shift * 0.05 if k == 3 else 0),

@@ -6,8 +6,7 @@ Definitions (also in the README):
   of the points with ``0.75 * budget < samples <= budget``); with validation data, the
   validation loss and the first compiled metric after the budget's samples.
 * **The noise**: ``n`` FP32 runs of the user's training from the same initial weights with
-  data-order seeds 1..n (``budget.ref_seeds``, 12). A noise unit is the standard deviation
-  of a figure between them.
+  data-order seeds 1..n (``budget.ref_seeds``, 12). A noise unit: a figure's sd over them.
 * **The candidate's runs**: its timed run on data-order seed 0 (the seed of its FP32 twin)
   and ``m - 1`` untimed runs on seeds of its own (:func:`precsearch.engine.references.
   candidate_seeds`): no seed is shared with the noise runs, and no two policies share
@@ -20,17 +19,16 @@ Definitions (also in the README):
   budget; for a metric in [0, 1], ``metric_floor`` (half a point). FP32 judged as a
   candidate on held-out seeds is called worse at most ``alpha`` of the time; ``m`` is the
   fewest runs (3-8) that catch a candidate 2 noise units worse on one figure 80% of the
-  time (``references.candidate_runs``: with n = 12, 3 runs for k = 1 or 2, 4 for k = 3;
-  ``tests/test_fidelity.py``; ``benchmarks/results/intel_xeon_avx512_bf16/fidelity.md``).
+  time at tolerance 1 (``references.candidate_runs``: with n = 12, 3 runs for k = 1 or 2,
+  4 for k = 3; 3 where no number reaches it; ``tests/test_fidelity.py``;
+  ``benchmarks/results/intel_xeon_avx512_bf16/fidelity.md``).
 * **Gap**: per figure, the difference over the bar (negative: better, never a failure);
   the largest over the figures that judge, feasible when ≤ ``tolerance`` (1: the test).
-* **What cannot judge** (:func:`assess`): a figure that FP32 does not move beyond the
-  noise in its better direction (an accuracy at chance), or a training loss that
-  saturates: left out and said; when none can judge, the study refuses to start.
+* **What cannot judge** (:func:`assess`): a figure FP32 does not move beyond the noise (an
+  accuracy at chance), or a saturating training loss: left out, said; none: no study.
 * **Time to quality**: the samples until the smoothed loss (trailing mean over a quarter
   of the budget) reaches the worst FP32 run's final one (MLPerf's quality target), over
-  samples/s; a candidate trains on up to 1.5x the budget for it. Its 95% interval: see
-  :func:`time_to_quality`.
+  samples/s; a candidate trains on up to 1.5x the budget for it (:func:`time_to_quality`).
 * **Feasible**: finite loss on every run, loss scale never below 1, at most
   ``max_skipped`` of the steps skipped for overflow, gap ≤ ``tolerance``.
 """
@@ -178,17 +176,19 @@ def _bar(finals: list[float], signal: float, bounded: bool, k: int, m: int,
     return max(bound, floor, 1e-12)
 
 
-def stated_rates(n: int, m: int, k: int, alpha: float, shift: float = POWER_SHIFT) -> dict:
-    """The test's rates for ``n`` FP32 runs, ``m`` candidate runs and ``k`` judging
-    figures, normal noise: ``false_rejection`` (FP32 as a candidate called worse: at most
-    ``alpha``, exact for one figure) and ``power`` (a candidate ``shift`` noise units
-    worse on one figure caught: the noncentral t); both lower where a floor sets the bar."""
+def stated_rates(n: int, m: int, k: int, alpha: float, tolerance: float = 1.0) -> dict:
+    """The test's rates for ``n`` FP32 runs, ``m`` candidate runs, ``k`` judging figures and
+    a gap ``tolerance``, normal noise: ``false_rejection`` (FP32 as a candidate called worse;
+    ``alpha`` at tolerance 1) and ``power`` (``POWER_SHIFT`` noise units worse on one figure
+    caught: the noncentral t); both lower where a floor sets the bar."""
     from scipy import stats
 
-    crit = float(stats.t.ppf(1 - alpha / max(k, 1), n - 1)) if n >= 2 else math.inf
-    power = float(stats.nct.sf(crit, n - 1, shift / math.sqrt(1 / m + 1 / n))) if n >= 2 else 0
-    return {"fp32_runs": n, "candidate_runs": m, "figures": k, "false_rejection": alpha,
-            "power": power, "shift_noise_units": shift}  # fmt: skip
+    df, k = max(n - 1, 1), max(k, 1)
+    crit = tolerance * float(stats.t.ppf(1 - alpha / k, df))
+    power = float(stats.nct.sf(crit, df, POWER_SHIFT / math.sqrt(1 / m + 1 / n)))
+    return {"fp32_runs": n, "candidate_runs": m, "figures": k, "tolerance": tolerance,
+            "power": power, "false_rejection": min(1.0, k * float(stats.t.sf(crit, df))),
+            "shift_noise_units": POWER_SHIFT}  # fmt: skip
 
 
 def assess(reference: Reference) -> dict[str, str]:

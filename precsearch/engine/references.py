@@ -32,11 +32,11 @@ from precsearch.engine.instrument import step
 from precsearch.engine.problem import Problem
 from precsearch.files import write_text_atomic
 from precsearch.policy import Policy
-from precsearch.records import Budget, Reference
+from precsearch.records import Budget, Fidelity, Reference
 
 __all__ = ["References", "candidate_runs", "candidate_seeds", "noise_seeds", "runs_on_own_seeds"]
 
-CANDIDATE_RUNS = (3, 8)  # the fewest and most runs of a candidate judged against FP32's
+FEWEST_RUNS, MOST_RUNS = 3, 8  # of a candidate's runs judged against FP32's
 POWER_TARGET = 0.8  # the quality test's power the candidate's runs are sized for
 
 
@@ -46,29 +46,31 @@ def noise_seeds(budget: Budget) -> tuple[int, ...]:
     return tuple(range(1, budget.ref_seeds + 1))
 
 
-def candidate_runs(reference: Reference, alpha: float) -> int:
+def candidate_runs(reference: Reference, fidelity: Fidelity) -> int:
     """How many runs judge a candidate against ``reference`` (FP32's n runs): the fewest,
-    from 3 to 8, with which the test catches a candidate 2 noise units worse on one of the
-    k figures that judge ``POWER_TARGET`` of the time (:func:`precsearch.engine.fidelity.
-    stated_rates`; with 12 FP32 runs: 3 for one or two figures, 4 for three); 3 where no
-    number does (few ``--fp32-runs``: the manifest states the power, more runs raise it)."""
+    from 3 to 8, with which the test (at ``fidelity``'s level and tolerance) catches a
+    candidate 2 noise units worse on one of the k figures that judge ``POWER_TARGET`` of
+    the time (:func:`precsearch.engine.fidelity.stated_rates`; with 12 FP32 runs: 3 for one
+    or two figures, 4 for three; fewer FP32 runs need more); 3 where no number does (about
+    6 FP32 runs or fewer: a weaker test, its power in the manifest)."""
     from precsearch.engine.fidelity import assess, stated_rates
 
     n, k = len(reference.curves), sum(not why for why in assess(reference).values())
-    fewest, most = CANDIDATE_RUNS
-    enough = (m for m in range(fewest, most + 1)
-              if stated_rates(n, m, max(k, 1), alpha)["power"] >= POWER_TARGET)  # fmt: skip
-    return next(enough, fewest)
+    rates = (stated_rates(n, m, k, fidelity.alpha, fidelity.tolerance)["power"]
+             for m in range(FEWEST_RUNS, MOST_RUNS + 1))  # fmt: skip
+    return next((FEWEST_RUNS + i for i, power in enumerate(rates) if power >= POWER_TARGET),
+                FEWEST_RUNS)  # fmt: skip
 
 
-def candidate_seeds(policy: Policy, runs: int) -> tuple[int, ...]:
-    """A candidate's data-order seeds for ``runs`` runs: 0 (its timed run, its FP32
-    twin's seed) and ``runs - 1`` of its own, from its policy, above any noise run's, so
-    that no two policies share them (candidates of equal quality then do not fail or pass
-    together on one draw) while a policy tried again gets the same ones."""
+def candidate_seeds(policy: Policy, run_count: int) -> tuple[int, ...]:
+    """A candidate's data-order seeds for ``run_count`` runs (at most ``MOST_RUNS``): 0
+    (its timed run, its FP32 twin's seed) and the rest of its own, from its policy, above
+    any noise run's, so that two policies rarely share them (candidates of equal quality
+    then do not fail or pass together on one draw) while a policy tried again gets the
+    same ones."""
     text = json.dumps(policy.to_dict(), sort_keys=True)
-    first = 10_000 + zlib.crc32(text.encode()) % 1_000_000 * CANDIDATE_RUNS[1]
-    return (0, *range(first, first + runs - 1))
+    first = 10_000 + zlib.crc32(text.encode()) % 1_000_000 * MOST_RUNS
+    return (0, *range(first, first + min(run_count, MOST_RUNS) - 1))
 
 
 def runs_on_own_seeds(
@@ -78,18 +80,19 @@ def runs_on_own_seeds(
     calls: int,
     policy: Policy,
     context: Callable[[], Any],
-    runs: int,
+    run_count: int,
 ) -> list[dict[str, Any]]:
     """A candidate's traced ``model`` trained again from the initial weights (optimizer
-    state ``start``) for ``calls`` calls on each of its own data-order seeds (``runs`` in
-    all with its timed one: :func:`candidate_runs`), untimed:
-    per run ``{seed, loss, val_loss, val_metric, nonfinite_step}``, ``loss`` its smoothed
-    final training loss (:func:`precsearch.engine.fidelity.window_mean`)."""
+    state ``start``) for ``calls`` calls on each of its own data-order seeds
+    (``run_count`` runs with its timed one: :func:`candidate_runs`), untimed, until one
+    goes non-finite (that decides the verdict): per run ``{seed, loss, val_loss,
+    val_metric, nonfinite_step}``, ``loss`` its smoothed final training loss
+    (:func:`precsearch.engine.fidelity.window_mean`)."""
     from precsearch.engine.fidelity import window_mean
 
     batch_size = policy.batch_size or problem.batch_size
-    per_call, out = batch_size * problem.steps_per_execution, []
-    for seed in candidate_seeds(policy, runs)[1:]:
+    per_call, own_runs = batch_size * problem.steps_per_execution, []
+    for seed in candidate_seeds(policy, run_count)[1:]:
         problem.restore(model, start)
         iterator, losses = problem.iterator(batch_size, seed=seed), []
         while len(losses) < calls and (not losses or math.isfinite(losses[-1])):
@@ -98,10 +101,12 @@ def runs_on_own_seeds(
         samples = [per_call * (i + 1) for i in range(len(losses))]
         val = problem.evaluate(model, batch_size)
         bad = next((i + 1 for i, loss in enumerate(losses) if not math.isfinite(loss)), None)
-        out.append({"seed": seed, "loss": window_mean(samples, losses, per_call * calls),
-                    "val_loss": val.get("loss"), "val_metric": val.get("metric"),
-                    "nonfinite_step": bad})  # fmt: skip
-    return out
+        own_runs.append({"seed": seed, "loss": window_mean(samples, losses, per_call * calls),
+                         "val_loss": val.get("loss"), "val_metric": val.get("metric"),
+                         "nonfinite_step": bad})  # fmt: skip
+        if bad is not None:
+            break
+    return own_runs
 
 
 class References:

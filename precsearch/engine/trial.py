@@ -307,14 +307,14 @@ def _judge(result: TrialResult, candidate: _Candidate, policy: Policy, setup: Tr
     t0, problem = time.perf_counter(), setup.problem
     calls = setup.budget.calls(candidate.per_call, problem.batch_size, timed=False)
     result.numerics["runs"] = runs = runs_on_own_seeds(problem, candidate.model, candidate.start,
-        calls, policy, candidate.context, candidate_runs(reference, fidelity.alpha))  # fmt: skip
+        calls, policy, candidate.context, candidate_runs(reference, fidelity))  # fmt: skip
     timings["total"] += (own_seeds_s := time.perf_counter() - t0)
     timings["own_seeds"] = own_seeds_s
     status, reason, gap, gaps = judge(result, reference, fidelity)
     if setup.build is None and _is_users(policy, problem) and math.isfinite(gap):
         status, reason = "ok", ""
     result.numerics["test"] = stated_rates(len(reference.curves), 1 + len(runs), len(gaps),
-                                           fidelity.alpha)  # fmt: skip
+                                           fidelity.alpha, fidelity.tolerance)  # fmt: skip
     result.status, result.reason = status, reason or better_note(gaps)
     result.fidelity_gap = gap if math.isfinite(gap) else None
     result.numerics["gaps"] = gaps
@@ -322,8 +322,9 @@ def _judge(result: TrialResult, candidate: _Candidate, policy: Policy, setup: Tr
     result.time_to_quality["trace_s"] = timings["trace"]
     if setup.fp32_twin is None:
         return
-    t0, own = time.perf_counter(), not (_low(policy) or setup.build)  # FP32: its own twin
-    twin = setup.fp32_twin(_as_fp32_run(candidate, policy, reference, calls) if own else None)
+    t0, is_own_twin = time.perf_counter(), not (_low(policy) or setup.build)  # an FP32 policy
+    run = _as_fp32_run(candidate, policy, reference, calls) if is_own_twin else None
+    twin = setup.fp32_twin(run)
     timings["reference"] = time.perf_counter() - t0
     timings["total"] += timings["reference"]
     result.precision_gap = precision_gap(result, twin, reference, fidelity)

@@ -117,10 +117,11 @@ class Fidelity:
     """How closely a candidate must follow FP32 (see :mod:`precsearch.engine.fidelity`).
 
     Args:
-        tolerance: Largest feasible gap, in noise units (1: a candidate may be as far
-            worse as one more FP32 run would be, at level ``alpha``).
+        tolerance: Largest feasible gap, in multiples of the test's bar (1: the one-sided
+            test of the candidate's mean against FP32's at level ``alpha``; above 1 it
+            calls fewer candidates worse, and catches fewer that are).
         alpha: How often an FP32 run, judged as a candidate, may be called worse (the
-            one-sided level of the noise unit, over all figures together).
+            test's one-sided level, over all figures together).
         floor: The unit of a loss is at least this share of how much FP32's loss fell
             over the budget (the learning signal), so that seeds which happen to agree
             do not make everything infeasible.
