@@ -187,7 +187,7 @@ def stated_rates(n: int, m: int, k: int, alpha: float, tolerance: float = 1.0) -
     crit = tolerance * float(stats.t.ppf(1 - alpha / k, df))
     power = float(stats.nct.sf(crit, df, POWER_SHIFT / math.sqrt(1 / m + 1 / n)))
     return {"fp32_runs": n, "candidate_runs": m, "figures": k, "tolerance": tolerance,
-            "power": power, "false_rejection": min(1.0, k * float(stats.t.sf(crit, df))),
+            "power": power, "false_rejection": round(min(1.0, k * float(stats.t.sf(crit, df))), 9),
             "shift_noise_units": POWER_SHIFT}  # fmt: skip
 
 
