@@ -65,9 +65,8 @@ class Source:
                           r"([^;]*);)?", self.path(page).read_text())  # fmt: skip
         if found is None:
             return ""
-        flags = found[3] or ""
-        if (found[1], found[2], flags) == (m["date"], m["cpu"], ", ".join(
-                m["cpu_low_precision_flags"])):  # fmt: skip
+        flags, here = found[3] or "", ", ".join(m["cpu_low_precision_flags"])
+        if (found[1], found[2], flags) == (m["date"], m["cpu"], here):
             return ""
         return f"; measured {found[1]} on {found[2]}" + (f" with {flags}" if flags else "")
 

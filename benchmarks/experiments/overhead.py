@@ -32,8 +32,7 @@ INTRO = (
     "batch size and XLA setting (the precision-only diagnostic) and the FP32 timing "
     "model; `own_seeds` = each candidate's untimed runs on data-order seeds of its own "
     "(the quality test's, as many as its power needs); worker start, import and set-up "
-    "are paid once per worker (one per study "
-    "here) and charged to its first trial.\n"
+    "are paid once per worker (one per study here) and charged to its first trial.\n"
 )
 
 
