@@ -61,7 +61,7 @@ def test_best_policy_file_has_the_manifest_and_applies(tiny_study):
     assert math.isfinite(fidelity["fp32_as_a_candidate"])
     # The quality test's stated rates: FP32 called worse at most 5%, and its power, for
     # the study's FP32 runs (--fp32-runs 3).
-    assert fidelity["test"]["false_rejection"] == 0.05 and 0 < fidelity["test"]["power"] < 1
+    assert 0 < fidelity["test"]["false_rejection"] <= 0.05 and 0 < fidelity["test"]["power"] < 1
     assert fidelity["test"]["fp32_runs"] == 3
     assert manifest["lr_rule"] == {"rule": "sqrt", "why": "square-root scaling for Adam, an "
                                    "adaptive optimizer"}  # fmt: skip

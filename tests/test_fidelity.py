@@ -18,10 +18,10 @@ from precsearch.engine.fidelity import (
     judge,
     judging_note,
     smoothed,
-    stated_rates,
     time_to_quality,
     window_mean,
 )
+from precsearch.engine.quality_test import stated_rates
 from precsearch.engine.references import candidate_runs, candidate_seeds
 from precsearch.policy import Policy
 from precsearch.records import Budget, Fidelity, Reference, StepStats, TrialResult
@@ -55,7 +55,8 @@ def result(final, metric=None, metric_name="accuracy", **numerics):
 
 
 def unit(sd, n=3, k=1, alpha=0.05, m=1):
-    """The test's bar the module doc defines, for one candidate run by default."""
+    """The test's bar the module doc defines for one candidate run against 3 FP32 runs, by
+    default: 4 labelings, too few for a permutation test at 5%, so the t quantile."""
     return scipy_stats.t.ppf(1 - alpha / k, n - 1) * sd * math.sqrt(1 / m + 1 / n)
 
 
@@ -246,8 +247,9 @@ def test_a_candidate_two_noise_units_worse_is_caught_at_least_80_percent(figure,
     # The real judge has that power: the count agrees with it, and is not under 80%.
     assert scipy_stats.binomtest(caught, studies, stated["power"]).pvalue > 0.01
     assert scipy_stats.binomtest(caught, studies, 0.8, alternative="less").pvalue > 0.01
-    # One candidate run has no such power against any number of FP32 runs: Phi(2 - 1.645).
-    assert stated_rates(1000, 1, 1, 0.05)["power"] < 0.65
+    # One candidate run has no such power against any number of FP32 runs: Phi(2 - 1.645),
+    # 64% (simulated: 1000 draws).
+    assert stated_rates(100, 1, 1, 0.05)["power"] < 0.7
 
 
 def test_the_candidates_runs_are_the_fewest_that_reach_80_percent_power():
@@ -255,17 +257,19 @@ def test_the_candidates_runs_are_the_fewest_that_reach_80_percent_power():
     alpha = fidelity.alpha
     assert candidate_runs(simulated_reference(rng, 12), fidelity) == 3
     assert candidate_runs(simulated_reference(rng, 12, figures=3), fidelity) == 4
-    assert stated_rates(12, 3, 2, alpha)["power"] >= 0.8  # two figures: 3 runs still do
-    # Eight FP32 runs need six of the candidate's for three figures (72% with four).
-    assert candidate_runs(simulated_reference(rng, 8, figures=3), fidelity) == 6
-    assert stated_rates(8, 5, 3, alpha)["power"] < 0.8 <= stated_rates(8, 6, 3, alpha)["power"]
+    assert stated_rates(12, 3, 2, alpha)["power"] < 0.8 <= stated_rates(12, 4, 2, alpha)["power"]
+    # Eight FP32 runs need five of the candidate's for three figures (71% with four).
+    assert candidate_runs(simulated_reference(rng, 8, figures=3), fidelity) == 5
+    assert stated_rates(8, 4, 3, alpha)["power"] < 0.8 <= stated_rates(8, 5, 3, alpha)["power"]
     # With 3 FP32 runs no number up to 8 reaches it: the fewest, the power stated lower.
     assert candidate_runs(simulated_reference(rng, 3), fidelity) == 3
     assert stated_rates(3, 8, 1, alpha)["power"] < 0.8
-    # A looser tolerance needs more runs for the same power, and calls FP32 worse less.
+    # A looser tolerance needs more runs for the same power; a stricter one calls FP32
+    # worse more often than alpha (simulated on normal noise: below the exact bar).
     loose = Fidelity(tolerance=1.5)
     assert candidate_runs(simulated_reference(rng, 12), loose) > 3
-    assert stated_rates(12, 3, 1, alpha, 1.5)["false_rejection"] < alpha
+    assert stated_rates(12, 3, 1, alpha, 1.5)["false_rejection"] <= alpha
+    assert stated_rates(12, 3, 1, alpha, 0.7)["false_rejection"] > 2 * alpha
     # Seeds of its own: runs - 1 of them, the same for the same policy, none a noise run's.
     policy = Policy(types={"Dense": "mixed_bfloat16"})
     seeds = candidate_seeds(policy, 4)
@@ -293,13 +297,28 @@ def test_a_run_on_its_own_seed_that_goes_non_finite_is_infeasible():
     assert status == "infeasible" and gap == math.inf and "seed 12345" in reason
 
 
-def test_the_bar_narrows_with_the_candidates_runs():
+def test_more_runs_at_the_same_mean_are_judged_by_the_permutation_test():
     one, three = result(1.0 + unit(0.1)), result(1.0 + unit(0.1))
     three.numerics["runs"] = [{"seed": 7, "loss": 1.0 + unit(0.1), "nonfinite_step": None}] * 2
-    # The same mean over three runs is sqrt((1 + 1/3) / (1/3 + 1/3)) times as far.
-    ratio = fidelity_gap(three, reference(), Fidelity())[0] / fidelity_gap(one, reference(),
-                                                                         Fidelity())[0]  # fmt: skip
-    assert ratio == pytest.approx(math.sqrt((1 + 1 / 3) / (2 / 3)))
+    # One run against 3 has 4 labelings, too few for 5%: the t bar, at which it sits.
+    assert fidelity_gap(one, reference(), Fidelity())[0] == pytest.approx(1.0)
+    # Three have 20: the bar is the largest T of the 19 others (scipy's permutation
+    # test: the second largest of all 20, the observed being the largest), times FP32's sd
+    # and sqrt(1/3 + 1/3).
+    fp32, candidate = [0.9, 1.0, 1.1], [1.0 + unit(0.1)] * 3
+
+    def t_statistic(f, c, axis=-1):
+        diff = np.mean(c, axis=axis) - np.mean(f, axis=axis)
+        with np.errstate(divide="ignore"):  # the labeling with the three equal runs as FP32's
+            return diff / (np.std(f, axis=axis, ddof=1) * math.sqrt(2 / 3))
+
+    test = scipy_stats.permutation_test(
+        (fp32, candidate), t_statistic, permutation_type="independent"
+    )
+    null = test.null_distribution
+    bar = np.sort(null)[-2] * 0.1 * math.sqrt(2 / 3)
+    assert fidelity_gap(three, reference(), Fidelity())[0] == pytest.approx(unit(0.1) / bar)
+    assert unit(0.1) / bar > 1.5  # the same mean, more runs: further beyond the bar
 
 
 def stats(samples_per_s):

@@ -12,16 +12,17 @@ Definitions (also in the README):
   candidate_seeds`): no seed is shared with the noise runs, and no two policies share
   their own seeds, so that candidates of equal quality do not fail or pass together on
   one unlucky draw (FP32 itself, judged on seed 0 alone, read 1.13 on digits_cnn).
-* **The test** (:func:`stated_rates`): per figure, one-sided, the difference of the means
-  (the candidate's ``m`` runs minus the FP32 runs', in the worse direction) against the
-  bar ``t(1 - alpha/k, n - 1) * sd * sqrt(1/m + 1/n)`` (``k`` figures judge; Bonferroni),
-  at least a floor: for a loss, ``floor`` (2%) of how much FP32's figure fell over the
-  budget; for a metric in [0, 1], ``metric_floor`` (half a point). FP32 judged as a
-  candidate on held-out seeds is called worse at most ``alpha`` of the time; ``m`` is the
-  fewest runs (3-8) that catch a candidate 2 noise units worse on one figure 80% of the
-  time at tolerance 1 (``references.candidate_runs``: with n = 12, 3 runs for k = 1 or 2,
-  4 for k = 3; 3 where no number reaches it; ``tests/test_fidelity.py``;
-  ``benchmarks/results/intel_xeon_avx512_bf16/fidelity.md``).
+* **The test** (:mod:`precsearch.engine.quality_test`): per figure, one-sided, the
+  difference of the means (the candidate's ``m`` runs minus the FP32 runs', in the worse
+  direction) against the bar ``q * sd * sqrt(1/m + 1/n)`` (``sd`` FP32's), ``q`` the
+  critical value of a studentized permutation test at ``alpha/k`` (``k`` figures judge;
+  Bonferroni), at least a floor: for a loss, ``floor`` (2%) of how much FP32's figure fell
+  over the budget; for a metric in [0, 1], ``metric_floor`` (half a point). FP32 judged as
+  a candidate on held-out seeds is called worse at most ``alpha`` of the time, whatever
+  the noise's distribution; ``m`` is the fewest runs (3-8) that catch a candidate 2 noise
+  units worse on one figure 80% of the time at tolerance 1 (``references.candidate_runs``:
+  with n = 12, 3 runs for k = 1, 4 for k = 2 or 3; 3 where no number reaches it;
+  ``tests/test_fidelity.py``; ``benchmarks/results/intel_xeon_avx512_bf16/fidelity.md``).
 * **Gap**: per figure, the difference over the bar (negative: better, never a failure);
   the largest over the figures that judge, feasible when ≤ ``tolerance`` (1: the test).
 * **What cannot judge** (:func:`assess`): a figure FP32 does not move beyond the noise (an
@@ -39,6 +40,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from precsearch.engine.quality_test import critical_value, t_critical_value
 from precsearch.records import Fidelity, Reference, TrialResult
 
 __all__ = [
@@ -54,13 +56,11 @@ __all__ = [
     "precision_gap",
     "quality_target",
     "smoothed",
-    "stated_rates",
     "time_to_quality",
     "window_mean",
 ]
 
 TTQ_REACH = 1.5  # a candidate trains on up to this many budgets to reach FP32's quality
-POWER_SHIFT = 2.0  # the power is stated for a candidate this many noise units worse
 _SATURATED = 1e-3  # a loss below this share of its initial value has nothing left to show
 _LOWER_BETTER = ("loss", "error", "mae", "mse", "crossentropy", "hinge", "divergence",
                  "poisson", "logcosh")  # fmt: skip
@@ -161,34 +161,18 @@ def _figures(reference: Reference) -> dict[str, dict[str, Any]]:
     }  # fmt: skip
 
 
-def _bar(finals: list[float], signal: float, bounded: bool, k: int, m: int,
+def _bar(finals: list[float], m: int, critical: float, fig: dict[str, Any], signal: float,
          fidelity: Fidelity) -> float:  # fmt: skip
-    """How far the mean of ``m`` candidate runs may be worse than the FP32 runs' mean on
-    one figure (see the module doc)."""
+    """How far the mean of ``m`` candidate runs may be worse than the mean of the FP32
+    runs ``finals`` on one figure ``fig``, at the statistic's critical value ``critical``
+    (see the module doc)."""
     import numpy as np
-    from scipy import stats
 
     n = len(finals)
     sd = float(np.std(finals, ddof=1)) if n >= 2 else 0.0
-    t = float(stats.t.ppf(1 - fidelity.alpha / k, n - 1)) if n >= 2 else math.inf
-    bound = t * sd * math.sqrt(1 / m + 1 / n) if sd > 0 else 0.0
-    floor = fidelity.metric_floor if bounded else fidelity.floor * abs(signal)
+    bound = critical * sd * math.sqrt(1 / m + 1 / n) if sd > 0 else 0.0
+    floor = fidelity.metric_floor if fig["bounded"] else fidelity.floor * abs(signal)
     return max(bound, floor, 1e-12)
-
-
-def stated_rates(n: int, m: int, k: int, alpha: float, tolerance: float = 1.0) -> dict:
-    """The test's rates for ``n`` FP32 runs, ``m`` candidate runs, ``k`` judging figures and
-    a gap ``tolerance``, normal noise: ``false_rejection`` (FP32 as a candidate called worse;
-    ``alpha`` at tolerance 1) and ``power`` (``POWER_SHIFT`` noise units worse on one figure
-    caught: the noncentral t); both lower where a floor sets the bar."""
-    from scipy import stats
-
-    df, k = max(n - 1, 1), max(k, 1)
-    crit = tolerance * float(stats.t.ppf(1 - alpha / k, df))
-    power = float(stats.nct.sf(crit, df, POWER_SHIFT / math.sqrt(1 / m + 1 / n)))
-    return {"fp32_runs": n, "candidate_runs": m, "figures": k, "tolerance": tolerance,
-            "power": power, "false_rejection": round(min(1.0, k * float(stats.t.sf(crit, df))), 9),
-            "shift_noise_units": POWER_SHIFT}  # fmt: skip
 
 
 def assess(reference: Reference) -> dict[str, str]:
@@ -274,7 +258,9 @@ def fidelity_gap(
             continue
         mean = sum(finals) / len(finals)
         signal = (fig["initial"] - mean) if fig["initial"] is not None else 0.0
-        bar = _bar(finals, signal, fig["bounded"], len(judging), len(values), fidelity)
+        level, sign = fidelity.alpha / len(judging), fig["sign"]
+        critical = critical_value([sign * v for v in finals], [sign * v for v in values], level)
+        bar = _bar(finals, len(values), critical, fig, signal, fidelity)
         gaps[name] = fig["sign"] * (sum(values) / len(values) - mean) / bar
     return (max(gaps.values()) if gaps else math.inf), gaps
 
@@ -283,15 +269,17 @@ def precision_gap(
     result: TrialResult, fp32_twin: Reference, reference: Reference, fidelity: Fidelity
 ) -> float | None:
     """The candidate's training loss against FP32's at its own batch size and XLA setting
-    (``fp32_twin``: one run, seed 0, as the candidate's timed run), over the bar of one
-    run against the user's FP32 runs: what precision alone changes (positive: worse)."""
+    (``fp32_twin``: one run, seed 0, as the candidate's timed run), over the t-test's bar
+    of one run against the user's FP32 runs (two single runs have no labelings to permute):
+    what precision alone changes (positive: worse)."""
     finals = _finite(_tails(reference))
     here, there = _tail(result, reference.span()), _tails(fp32_twin)[0]
     if len(finals) < 2 or not (math.isfinite(here) and math.isfinite(there)):
         return None
     fig = _figures(reference)["loss"]
     signal = (fig["initial"] or 0.0) - sum(finals) / len(finals)
-    return (here - there) / _bar(finals, signal, False, 1, 1, fidelity)
+    critical = t_critical_value(len(finals), fidelity.alpha)  # one run against one: t's bar
+    return (here - there) / _bar(finals, 1, critical, fig, signal, fidelity)
 
 
 def quality_target(reference: Reference) -> float | None:

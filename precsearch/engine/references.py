@@ -30,6 +30,7 @@ from typing import Any
 
 from precsearch.engine.instrument import step
 from precsearch.engine.problem import Problem
+from precsearch.engine.quality_test import stated_rates
 from precsearch.files import write_text_atomic
 from precsearch.policy import Policy
 from precsearch.records import Budget, Fidelity, Reference
@@ -50,10 +51,10 @@ def candidate_runs(reference: Reference, fidelity: Fidelity) -> int:
     """How many runs judge a candidate against ``reference`` (FP32's n runs): the fewest,
     from 3 to 8, with which the test (at ``fidelity``'s level and tolerance) catches a
     candidate 2 noise units worse on one of the k figures that judge ``POWER_TARGET`` of
-    the time (:func:`precsearch.engine.fidelity.stated_rates`; with 12 FP32 runs: 3 for one
-    or two figures, 4 for three; fewer FP32 runs need more); 3 where no number does (about
-    6 FP32 runs or fewer: a weaker test, its power in the manifest)."""
-    from precsearch.engine.fidelity import assess, stated_rates
+    the time (:func:`precsearch.engine.quality_test.stated_rates`; with 12 FP32 runs: 3 for
+    one figure, 4 for two or three; fewer FP32 runs need more); 3 where no number does
+    (about 5 FP32 runs or fewer: a weaker test, its power in the manifest)."""
+    from precsearch.engine.fidelity import assess
 
     n, k = len(reference.curves), sum(not why for why in assess(reference).values())
     rates = (stated_rates(n, m, k, fidelity.alpha, fidelity.tolerance)["power"]

@@ -42,12 +42,12 @@ from precsearch.engine.fidelity import (
     precision_gap,
     quality_target,
     smoothed,
-    stated_rates,
     time_to_quality,
 )
 from precsearch.engine.instrument import Interleaved, block_steps, interleave, step, step_stats
 from precsearch.engine.memory import PeakMemory
 from precsearch.engine.problem import Problem
+from precsearch.engine.quality_test import stated_rates
 from precsearch.engine.references import candidate_runs, runs_on_own_seeds
 from precsearch.policy import Policy
 from precsearch.policy.layers import scalar

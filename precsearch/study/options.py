@@ -118,7 +118,7 @@ class SearchOptions:
         Budget.ref_seeds, "--fp32-runs", partial(at_least, least=3), metavar="N",
         help="FP32 runs the quality test judges trials against (at least 3, default "
         "%(default)s); with fewer, each trial trains more runs of its own for the same power "
-        "(4 at 12, 6 at 8, with three figures judging); at 6 or fewer it keeps 3 and the "
+        "(4 at 12, 5 at 8, with three figures judging); at 5 or fewer it keeps 3 and the "
         "test weakens (2 noise units worse on one of 3 figures: caught 83%% with 12, 21%% "
         "with 3)",
     )  # fmt: skip
