@@ -248,7 +248,7 @@ def test_a_candidate_two_noise_units_worse_is_caught_at_least_80_percent(figure,
     assert scipy_stats.binomtest(caught, studies, stated["power"]).pvalue > 0.01
     assert scipy_stats.binomtest(caught, studies, 0.8, alternative="less").pvalue > 0.01
     # One candidate run has no such power against any number of FP32 runs: Phi(2 - 1.645),
-    # 64% (simulated: 1000 draws).
+    # 64% (simulated: POWER_DRAWS draws).
     assert stated_rates(100, 1, 1, 0.05)["power"] < 0.7
 
 
@@ -258,7 +258,7 @@ def test_the_candidates_runs_are_the_fewest_that_reach_80_percent_power():
     assert candidate_runs(simulated_reference(rng, 12), fidelity) == 3
     assert candidate_runs(simulated_reference(rng, 12, figures=3), fidelity) == 4
     assert stated_rates(12, 3, 2, alpha)["power"] < 0.8 <= stated_rates(12, 4, 2, alpha)["power"]
-    # Eight FP32 runs need five of the candidate's for three figures (71% with four).
+    # Eight FP32 runs need five of the candidate's for three figures (77% with four).
     assert candidate_runs(simulated_reference(rng, 8, figures=3), fidelity) == 5
     assert stated_rates(8, 4, 3, alpha)["power"] < 0.8 <= stated_rates(8, 5, 3, alpha)["power"]
     # With 3 FP32 runs no number up to 8 reaches it: the fewest, the power stated lower.

@@ -261,7 +261,7 @@ def fidelity_gap(
         level, sign = fidelity.alpha / len(judging), fig["sign"]
         critical = critical_value([sign * v for v in finals], [sign * v for v in values], level)
         bar = _bar(finals, len(values), critical, fig, signal, fidelity)
-        gaps[name] = fig["sign"] * (sum(values) / len(values) - mean) / bar
+        gaps[name] = sign * (sum(values) / len(values) - mean) / bar
     return (max(gaps.values()) if gaps else math.inf), gaps
 
 

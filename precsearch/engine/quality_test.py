@@ -156,11 +156,11 @@ def _stated_rates(n: int, m: int, k: int, alpha: float, tolerance: float) -> dic
     import numpy as np
     from scipy import stats
 
-    level, df = alpha / k, max(n - 1, 1)
+    level = alpha / k
     rates = {"fp32_runs": n, "candidate_runs": m, "figures": k, "tolerance": tolerance,
              "shift_noise_units": POWER_SHIFT, "labelings": labelings(n, m)}  # fmt: skip
     if _rejections(n, m, level) < 1:
-        bar = tolerance * float(stats.t.ppf(1 - level, df))
+        bar, df = tolerance * t_critical_value(n, level), n - 1
         power = float(stats.nct.sf(bar, df, POWER_SHIFT / math.sqrt(1 / m + 1 / n)))
         false_rejection = round(min(1.0, k * float(stats.t.sf(bar, df))), 9)
         return {**rates, "test": "t", "power": power, "false_rejection": false_rejection,
